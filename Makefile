@@ -1,0 +1,53 @@
+# divgpu: `make run` computes the diversity cache of the shipped poems;
+# `make test` runs every test. Both install what is missing first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+# Cargo's build folder lives outside the checkout, so a fresh clone on the
+# same machine (CI) reuses the ~8-minute shaderc build instead of redoing it.
+CARGO_TARGET_DIR ?= $(HOME)/.cache/divgpu/target
+export CARGO_TARGET_DIR
+
+EMBEDDINGS ?= assets/embeddings/all-MiniLM-L6-v2/embeddings.json
+CACHE ?= diversity_cache.json
+
+# Debian 12 packages: LuaJIT and its libraries, the Vulkan loader, Mesa's CPU
+# Vulkan driver (lavapipe) and validation layer, and what shaderc's
+# from-source build needs.
+APT_PACKAGES := luajit lua-argparse lua-busted libvulkan1 mesa-vulkan-drivers \
+	vulkan-validationlayers cmake ninja-build g++ python3 pkg-config git
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all run test deps build check-cargo clean
+
+all: build
+
+deps: .deps-stamp
+.deps-stamp: Makefile
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@touch $@
+
+check-cargo:
+	@command -v cargo >/dev/null || { echo "cargo not found: install Rust >= 1.80 with rustup (Debian 12's cargo is too old)" >&2; exit 1; }
+
+build: deps check-cargo
+	cargo build --release --locked
+	@mkdir -p build
+	@cp -f "$(CARGO_TARGET_DIR)/release/libdivgpu.so" build/divgpu.so
+
+run: build
+	bin/divgpu run --embeddings $(EMBEDDINGS) --out $(CACHE)
+
+test: build
+	cargo test --release --locked --no-default-features --lib
+	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua
+	DIVGPU_VALIDATION=1 tests/cli_test.sh
+
+clean:
+	rm -rf build .deps-stamp

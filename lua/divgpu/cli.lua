@@ -1,0 +1,252 @@
+-- The command line: bin/divgpu <command> [options]. Every failure ends as one
+-- line on stderr starting "divgpu:" and a non-zero exit status.
+
+local argparse = require "argparse"
+
+local io_stderr, io_stdout = io.stderr, io.stdout
+local string_format, floor, min = string.format, math.floor, math.min
+local tostring, tonumber, error, ipairs = tostring, tonumber, error, ipairs
+
+local DEFAULT_EMBEDDINGS = "assets/embeddings/all-MiniLM-L6-v2/embeddings.json"
+
+local function fail(fmt, ...)
+    error({ divgpu_user_error = string_format(fmt, ...) }, 0)
+end
+
+local function stderr_is_terminal()
+    local ok, ffi = pcall(require, "ffi")
+    if not ok then return false end
+    pcall(ffi.cdef, "int isatty(int fd);")
+    return ffi.C.isatty(2) == 1
+end
+
+local function format_duration(s)
+    if s ~= s or s == math.huge then return "?" end
+    s = floor(s + 0.5)
+    if s >= 3600 then return string_format("%dh%02dm", floor(s / 3600), floor(s % 3600 / 60)) end
+    if s >= 60 then return string_format("%dm%02ds", floor(s / 60), s % 60) end
+    return string_format("%ds", s)
+end
+
+--- Parses --starts: "A:B" (half-open, A <= s < B) or "i,j,k"; nil -> all.
+local function parse_starts(divgpu, spec, n)
+    local list = {}
+    if spec == nil then
+        for s = 0, n - 1 do list[#list + 1] = s end
+    elseif spec:find(":") then
+        local a, b = spec:match("^%s*(%d+)%s*:%s*(%d+)%s*$")
+        if not a then fail("--starts '%s': expected A:B (half-open range) or a list i,j,k", spec) end
+        a, b = tonumber(a), tonumber(b)
+        if a >= b then fail("--starts '%s' is empty: A must be less than B", spec) end
+        if b > n then fail("--starts '%s' is out of range: the table has %d items (0..%d)", spec, n, n - 1) end
+        for s = a, b - 1 do list[#list + 1] = s end
+    else
+        for item in (spec .. ","):gmatch("([^,]*),") do
+            local s = tonumber(item)
+            if not s or s % 1 ~= 0 or s < 0 then fail("--starts: '%s' is not an item index", item) end
+            if s >= n then fail("--starts: %d is out of range: the table has %d items (0..%d)", s, n, n - 1) end
+            list[#list + 1] = s
+        end
+    end
+    return divgpu.array("u32", list)
+end
+
+local function device_option(value)
+    if value == nil then return nil end
+    return tonumber(value) or value
+end
+
+local function progress_printer(quiet)
+    if quiet or not stderr_is_terminal() then return nil, function() end end
+    local last = -1
+    local driver = require "divgpu.driver"
+    local function show(p)
+        local t = driver.now()
+        if t - last < 0.2 and p.done < p.total then return end
+        last = t
+        local rate = p.done / math.max(p.elapsed, 1e-9)
+        local eta = (p.total - p.done) / math.max(rate, 1e-9)
+        io_stderr:write(string_format("\r\27[Kbatch %d/%d  step %d/%d  %.1f it/s  elapsed %s  ETA %s",
+            p.batch, p.batches, min(p.step, p.length), p.length, rate, format_duration(p.elapsed),
+            format_duration(eta)))
+        io_stderr:flush()
+    end
+    local function finish() io_stderr:write("\r\27[K") io_stderr:flush() end
+    return show, finish
+end
+
+local function cmd_run(a)
+    local divgpu = require "divgpu"
+    local vk = require "divgpu.vk_compute"
+    local driver = require "divgpu.driver"
+    local e = divgpu.load_embeddings(a.embeddings)
+    local starts = parse_starts(divgpu, a.starts, e.n)
+    local length = a.length and tonumber(a.length) or e.n
+    if not length or length % 1 ~= 0 or length < 1 or length > e.n then
+        fail("--length %s is out of range: it must be between 1 and the number of items, %d", tostring(a.length), e.n)
+    end
+    local batch = a.batch and tonumber(a.batch)
+    if a.batch and (not batch or batch < 1 or batch % 1 ~= 0) then fail("--batch '%s' is not a positive integer", a.batch) end
+    local ctx = vk.open{ device = device_option(a.device) }
+    local show, finish = progress_printer(a.quiet)
+    if not a.quiet then
+        io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d)\n",
+            #starts, length, ctx.info.name, e.n, e.dim))
+    end
+    local result, stats = driver.run{
+        ctx = ctx, embeddings = e, starts = starts, length = length, batch = batch,
+        target_seconds = tonumber(a.target_ms) / 1000, on_progress = show,
+    }
+    finish()
+    divgpu.write_cache(a.out, { contract = "fp32", table = e, length = length, sequences = result })
+    if not a.quiet then
+        io_stderr:write(string_format(
+            "divgpu: done in %.2f s wall, %.2f s GPU, %d batch(es) of up to %d, %d submissions\n",
+            stats.wall_seconds, stats.gpu_seconds, stats.batches, stats.batch_size, stats.chunks))
+    end
+    io_stdout:write(a.out, "\n")
+end
+
+local function cmd_verify(a)
+    local divgpu = require "divgpu"
+    local cache = divgpu.read_cache(a.cache)
+    local e = divgpu.load_embeddings(a.embeddings)
+    if cache.embeddings_sha256 ~= e.sha256 or cache.num_items ~= e.n or cache.dim ~= e.dim then
+        fail("%s was made from another table (sha256 %s, %dx%d) than %s (sha256 %s, %dx%d)",
+            a.cache, cache.embeddings_sha256, cache.num_items, cache.dim, a.embeddings, e.sha256, e.n, e.dim)
+    end
+    if cache.contract == "fp16" then
+        e = e:fp16_rounded()
+    elseif cache.contract ~= "fp32" then
+        fail("%s: unknown contract '%s'", a.cache, tostring(cache.contract))
+    end
+    local count = cache.count
+    if a.sequences then
+        local k = tonumber(a.sequences)
+        if not k or k < 1 or k % 1 ~= 0 then fail("--sequences '%s' is not a positive integer", a.sequences) end
+        count = min(count, k)
+    end
+    local L = cache.length
+    local show, finish = progress_printer(a.quiet)
+    local driver = require "divgpu.driver"
+    local t0 = driver.now()
+    local step = 64
+    for first = 0, count - 1, step do
+        local k = min(step, count - first)
+        local starts = divgpu.array("u32", k)
+        local cached = divgpu.array("u32", k * L)
+        for i = 1, k do starts[i] = cache.starts[first + i] end
+        for i = 1, k * L do cached[i] = cache.sequences[first * L + i] end
+        local expected = divgpu.mirror(e, starts, L)
+        local d = divgpu.first_difference(cached, expected, L)
+        if d then
+            finish()
+            fail("%s: sequence %d (start %d) differs at step %d: the cache has %d, the CPU mirror gives %d",
+                a.cache, first + d.row, starts[d.row + 1], d.step, d.a, d.b)
+        end
+        show{ batch = 1, batches = 1, step = first + k, length = count, done = first + k, total = count,
+              elapsed = driver.now() - t0 }
+    end
+    finish()
+    io_stdout:write(string_format("%s: %d of %d sequences (length %d, contract %s) match the CPU mirror\n",
+        a.cache, count, cache.count, L, cache.contract))
+end
+
+local function cmd_synth(a)
+    local divgpu = require "divgpu"
+    local n, dim = tonumber(a.n), tonumber(a.dim)
+    local clusters, seed = tonumber(a.clusters), tonumber(a.seed)
+    for name, v in pairs{ n = n, dim = dim, clusters = clusters } do
+        if not v or v < 1 or v % 1 ~= 0 then fail("--%s must be a positive integer", name) end
+    end
+    if not seed or seed < 0 or seed % 1 ~= 0 then fail("--seed must be a non-negative integer") end
+    local e = divgpu.synth{ n = n, dim = dim, clusters = clusters, seed = seed }
+    e:write_json(a.out)
+    io_stdout:write(a.out, "\n")
+end
+
+local function cmd_info(a)
+    local divgpu = require "divgpu"
+    local devices = divgpu.devices{}
+    if #devices == 0 then fail("no Vulkan devices found") end
+    local yes = function(b) return b and "yes" or "no" end
+    for _, d in ipairs(devices) do
+        io_stdout:write(string_format("%d: %s (%s)\n", d.index, d.name, d.type))
+        io_stdout:write(string_format("   driver %s %s, Vulkan %s, vendor 0x%04x device 0x%04x\n",
+            d.driver, d.driver_info, d.api_version, d.vendor_id, d.device_id))
+        io_stdout:write(string_format("   shared memory %d B, workgroup <= %d threads, subgroup %d, storage buffer range %d B\n",
+            d.max_shared_memory, d.max_workgroup_invocations, d.subgroup_size, d.max_storage_buffer_range))
+        io_stdout:write(string_format("   16-bit storage %s, float16 %s, float64 %s, int64 %s, int64 atomics %s, timestamps %s (%.3g ns/tick)\n",
+            yes(d.storage_buffer_16bit), yes(d.float16), yes(d.float64), yes(d.int64), yes(d.int64_atomics),
+            yes(d.timestamps), d.timestamp_period_ns))
+        io_stdout:write(string_format("   f32 denormals preserved %s, f32 round-to-nearest-even %s\n",
+            yes(d.denorm_preserve_f32), yes(d.rounding_rte_f32)))
+    end
+end
+
+local function build_parser()
+    local p = argparse("divgpu", "Diversity sequences on the GPU (Vulkan compute), bit-exact on every device.")
+    p:command_target("command")
+    p:require_command(true)
+
+    local run = p:command("run", "Compute the diversity sequences and write the cache (SPEC section 4).")
+    run:option("--embeddings", "embeddings.json to read.", DEFAULT_EMBEDDINGS)
+    run:option("--out", "Cache to write (atomically).", "diversity_cache.json")
+    run:option("--starts", "Starting items: A:B (A <= s < B) or i,j,k. Default: every item.")
+    run:option("--length", "Items per sequence, 1..N. Default: N (a full ordering).")
+    run:option("--batch", "Sequences per GPU batch. Default: from the device's limits.")
+    run:option("--device", "Device index or name substring (see 'divgpu info'). Default: a discrete GPU.")
+    run:option("--target-ms", "GPU time each submission aims at, in milliseconds.", "250")
+    run:flag("--quiet", "No progress or summary on stderr.")
+
+    local verify = p:command("verify", "Check a cache against the CPU mirror; names the first difference.")
+    verify:option("--embeddings", "embeddings.json the cache was made from.", DEFAULT_EMBEDDINGS)
+    verify:option("--cache", "Cache to check.", "diversity_cache.json")
+    verify:option("--sequences", "Check only the first K sequences. Default: all.")
+    verify:flag("--quiet", "No progress on stderr.")
+
+    local synth = p:command("synth", "Write a clustered synthetic embeddings.json (SPEC section 6).")
+    synth:option("--n", "Number of items."):args(1)
+    synth:option("--dim", "Values per item."):args(1)
+    synth:option("--clusters", "Number of cluster centres.", "16")
+    synth:option("--seed", "Random seed.", "1")
+    synth:option("--out", "File to write (atomically)."):args(1)
+
+    p:command("info", "List the Vulkan devices and their features.")
+    return p
+end
+
+local function main(argv)
+    local parser = build_parser()
+    local ok, a = parser:pparse(argv)
+    if not ok then
+        if a:match("^Usage") then  -- --help output
+            io_stdout:write(a, "\n")
+            return 0
+        end
+        io_stderr:write("divgpu: ", a, " (see 'divgpu --help')\n")
+        return 2
+    end
+    if a.command == "synth" then
+        if not a.n or not a.dim or not a.out then
+            io_stderr:write("divgpu: synth needs --n, --dim and --out (see 'divgpu synth --help')\n")
+            return 2
+        end
+    end
+    local commands = { run = cmd_run, verify = cmd_verify, synth = cmd_synth, info = cmd_info }
+    local ran, err = xpcall(commands[a.command], function(e)
+        if type(e) == "table" and e.divgpu_user_error then return e.divgpu_user_error end
+        local msg = tostring(e)
+        if os.getenv("DIVGPU_DEBUG") then return debug.traceback(msg, 2) end
+        return msg
+    end, a)
+    if not ran then
+        local msg = tostring(err):gsub("^runtime error: ", "")
+        if not os.getenv("DIVGPU_DEBUG") then msg = msg:match("^[^\n]*") end
+        io_stderr:write("divgpu: ", msg, "\n")
+        return 1
+    end
+    return 0
+end
+
+os.exit(main(arg))

@@ -1,0 +1,98 @@
+-- The driver: runs a whole job (every start, L steps) in batches of
+-- sequences, each batch in chunks of steps sized by the chunk controller.
+--
+--   local driver = require "divgpu.driver"
+--   local result, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = L,
+--                                    batch = nil, target_seconds = 0.25, on_progress = fn }
+--
+-- `result` is a u32 array [#starts][length]. Misuse raises error(msg, 2);
+-- device and input failures propagate as errors from the native module.
+
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local ChunkController = require "divgpu.chunk_controller"
+
+local min, max, ceil = math.min, math.max, math.ceil
+local clock = os.clock
+local error, type = error, type
+
+local _M = {}
+
+-- Steps kept on the GPU between read-backs; also the largest chunk.
+local DEFAULT_RING = 512
+
+local function now()
+    -- Wall clock with sub-second resolution where LuaJIT's ffi can reach it.
+    local ok, ffi = pcall(require, "ffi")
+    if ok then
+        pcall(ffi.cdef, "typedef struct { long tv_sec; long tv_nsec; } divgpu_timespec;"
+            .. "int clock_gettime(int clk_id, divgpu_timespec *tp);")
+        local ts = ffi.new("divgpu_timespec")
+        return function()
+            ffi.C.clock_gettime(1, ts)  -- CLOCK_MONOTONIC
+            return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+        end
+    end
+    return clock
+end
+_M.now = now()
+
+function _M.run(opts)
+    local e, starts, length = opts.embeddings, opts.starts, opts.length
+    if type(opts.ctx) ~= "userdata" then error("driver.run: ctx is required", 2) end
+    if type(starts) ~= "userdata" then error("driver.run: starts must be a u32 array", 2) end
+    divgpu.check_job(e, starts, length)
+    local now_ = _M.now
+    local t0 = now_()
+    local job = vk.job(opts.ctx, e, { spirv = opts.spirv, name = opts.shader_name,
+                                      workgroup_size = opts.workgroup_size })
+    local ring = min(opts.ring or DEFAULT_RING, max(1, length))
+    local total = #starts
+    local batch_size = opts.batch or job:max_batch(ring)
+    if batch_size < 1 then error("driver.run: batch must be >= 1", 2) end
+    batch_size = min(batch_size, total)
+    local result = divgpu.array("u32", total * length)
+    local batches = ceil(total / batch_size)
+    local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size,
+                    workgroup_size = job.workgroup_size }
+    local steps_total, steps_done = batches * (length - 1), 0
+    for b = 0, batches - 1 do
+        local first = b * batch_size
+        local count = min(batch_size, total - first)
+        local ids = divgpu.array("u32", count)
+        for i = 1, count do
+            local s = starts[first + i]
+            ids[i] = s
+            result[(first + i - 1) * length + 1] = s  -- step 0 is the start itself
+        end
+        local batch = job:batch(ids, ring)
+        local controller = ChunkController.new{
+            target_seconds = opts.target_seconds or 0.25,
+            max_iterations = ring,
+        }
+        local t = 1
+        while t < length do
+            local n = controller:next_chunk(length - t)
+            local wall = now_()
+            batch:record(t, n)
+            batch:submit()
+            local gpu = batch:wait()
+            wall = now_() - wall
+            controller:observe(n, gpu or wall)
+            stats.gpu_seconds = stats.gpu_seconds + (gpu or wall)
+            stats.chunks = stats.chunks + 1
+            divgpu.store_winners(result, batch:winners(), first, count, ring, t, n, length)
+            t = t + n
+            steps_done = steps_done + n
+            if opts.on_progress then
+                opts.on_progress{ batch = b + 1, batches = batches, step = t, length = length,
+                                  done = steps_done, total = steps_total, elapsed = now_() - t0,
+                                  chunk = n }
+            end
+        end
+    end
+    stats.wall_seconds = now_() - t0
+    return result, stats
+end
+
+return _M

@@ -1,0 +1,49 @@
+// The fp32 contract of SPEC section 2, shared by every scan shape.
+// Needs: `centroid[]` (shared f32 copy of the centroid), `emb[]`, `inv_norm[]`.
+//
+// DIVGPU_PERTURB (0 = off) exists only for the tests' non-vacuity twins: each
+// value changes one operation of the chain, and the parity tests must see the
+// output change.
+#ifndef DIVGPU_PERTURB
+#define DIVGPU_PERTURB 0
+#endif
+
+const float SCORE_NONE = uintBitsToFloat(0x7f800000u);  // +inf: loses to every real score
+const uint INDEX_NONE = 0xffffffffu;
+
+// score[j] = (sum_d fma(c[d], E[j][d], acc), d ascending) * inv_norm[j]
+float contract_score(uint j, uint dim) {
+    precise float acc = 0.0;
+    const uint base = j * dim;
+    for (uint d = 0; d < dim; ++d) {
+#if DIVGPU_PERTURB == 1
+        // Twin: multiply and add rounded separately (unfused).
+        precise float product = centroid[d] * emb[base + d];
+        acc = acc + product;
+#else
+        acc = fma(centroid[d], emb[base + d], acc);
+#endif
+    }
+    precise float score = acc * inv_norm[j];
+    return score;
+}
+
+// c[d] = (f32) csum[d], round to nearest even.
+float contract_centroid(double sum) {
+#if DIVGPU_PERTURB == 2
+    // Twin: the centroid rounded through half precision.
+    return unpackHalf2x16(packHalf2x16(vec2(float(sum), 0.0))).x;
+#else
+    return float(sum);
+#endif
+}
+
+// The contract's order: smaller score first; equal scores (IEEE ==) -> smaller index.
+bool contract_better(float s, uint j, float best, uint best_j) {
+#if DIVGPU_PERTURB == 3
+    // Twin: ties go to the larger index.
+    return s < best || (s == best && j > best_j && best_j != INDEX_NONE) || best_j == INDEX_NONE;
+#else
+    return s < best || (s == best && j < best_j);
+#endif
+}

@@ -1,0 +1,29 @@
+//! FP16 storage (SPEC section 3): the round-to-nearest-even half of each f32.
+
+use half::f16;
+
+use super::table::Table;
+use crate::error::{Error, Result};
+
+/// Converts the table to IEEE half, row-major. Subnormals are kept; a value
+/// that rounds to infinity (|x| >= 65520) is an error naming its row and column.
+pub fn to_fp16(table: &Table) -> Result<Vec<u16>> {
+    let mut out = Vec::with_capacity(table.data.len());
+    for (i, &x) in table.data.iter().enumerate() {
+        let h = f16::from_f32(x);
+        if h.is_infinite() {
+            return Err(Error::input(
+                &table.path,
+                format!("row {}, column {}: value {x} does not fit in half precision (|x| >= 65520)", i / table.dim, i % table.dim),
+            ));
+        }
+        out.push(h.to_bits());
+    }
+    Ok(out)
+}
+
+/// The table `E' = (f32)E16` on which the `fp16` contract runs.
+pub fn widen(path: &str, n: usize, dim: usize, halves: &[u16], sha256: String) -> Result<Table> {
+    let data = halves.iter().map(|&h| f16::from_bits(h).to_f32()).collect();
+    Table::from_rows(path, n, dim, data, Some(sha256))
+}

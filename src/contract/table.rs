@@ -1,0 +1,326 @@
+//! Embedding tables: loading `embeddings.json` (SPEC section 4), validating it,
+//! and the host-side part of the fp32 contract (`inv_norm`, SPEC section 2).
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// An N×D table of f32 rows with the per-row `inv_norm` of the contract.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub path: String,
+    pub n: usize,
+    pub dim: usize,
+    /// Row-major, `n * dim` values.
+    pub data: Vec<f32>,
+    pub inv_norm: Vec<f32>,
+    /// sha256 of the file the table came from (hex), or of its values when
+    /// it was made in memory.
+    pub sha256: String,
+    pub model: Option<String>,
+    pub ids: Option<Vec<String>>,
+    pub titles: Option<Vec<String>>,
+}
+
+/// `inv_norm[j] = (f32)(1 / sqrt(sum_d (f64)E[j][d]^2))`, the sum in f64 over
+/// d ascending, then one rounding to f32 (SPEC section 2). The GPU never
+/// computes this: its sqrt and division are not correctly rounded.
+pub fn inv_norm_of(row: &[f32]) -> f32 {
+    let mut sum = 0.0f64;
+    for &x in row {
+        let x = x as f64;
+        sum += x * x;
+    }
+    (1.0 / sum.sqrt()) as f32
+}
+
+impl Table {
+    /// Builds a validated table from row-major values.
+    pub fn from_rows(path: &str, n: usize, dim: usize, data: Vec<f32>, sha256: Option<String>) -> Result<Table> {
+        if n < 2 {
+            return Err(Error::input(path, format!("the table has {n} row(s); at least 2 are needed")));
+        }
+        if dim == 0 {
+            return Err(Error::input(path, "rows are empty (dimension 0)"));
+        }
+        debug_assert_eq!(data.len(), n * dim);
+        let mut inv_norm = Vec::with_capacity(n);
+        let mut max_abs = 0.0f32;
+        for (j, row) in data.chunks_exact(dim).enumerate() {
+            if let Some(d) = row.iter().position(|x| !x.is_finite()) {
+                return Err(Error::input(path, format!("row {j}, column {d}: value is not finite")));
+            }
+            if row.iter().all(|&x| x == 0.0) {
+                return Err(Error::input(path, format!("row {j} is all zeros: its norm is 0 and its cosine distance undefined")));
+            }
+            let inv = inv_norm_of(row);
+            if !inv.is_finite() || inv == 0.0 {
+                return Err(Error::input(path, format!("row {j}: its norm is outside what f32 can invert (1/norm = {inv})")));
+            }
+            inv_norm.push(inv);
+            max_abs = row.iter().fold(max_abs, |m, x| m.max(x.abs()));
+        }
+        // Every partial dot product is bounded by D * N * max|x|^2 (the centroid
+        // sums at most N rows); keep that finite in f32 so no score is inf/NaN.
+        let bound = (dim as f64) * (n as f64) * (max_abs as f64).powi(2) * 1.01;
+        if bound >= f32::MAX as f64 {
+            return Err(Error::input(
+                path,
+                format!("values up to {max_abs} are too large: dot products of {n} rows of {dim} values could overflow f32"),
+            ));
+        }
+        let sha256 = sha256.unwrap_or_else(|| {
+            let mut h = Sha256::new();
+            for x in &data {
+                h.update(x.to_le_bytes());
+            }
+            hex(&h.finalize())
+        });
+        Ok(Table { path: path.to_string(), n, dim, data, inv_norm, sha256, model: None, ids: None, titles: None })
+    }
+
+    pub fn row(&self, j: usize) -> &[f32] {
+        &self.data[j * self.dim..(j + 1) * self.dim]
+    }
+
+    /// Loads and validates `embeddings.json` (both shapes of SPEC section 4).
+    pub fn load_json(path: &str) -> Result<Table> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::parse_json(path, &bytes)
+    }
+
+    pub fn parse_json(path: &str, bytes: &[u8]) -> Result<Table> {
+        if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+            return Err(Error::input(path, "the file is empty"));
+        }
+        let sha256 = hex(&Sha256::digest(bytes));
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let parsed = TopLevel.deserialize(&mut de).and_then(|p| de.end().map(|_| p));
+        let parsed = parsed.map_err(|e| {
+            let msg = e.to_string();
+            let msg = if e.is_eof() { format!("the file is truncated ({msg})") } else { msg };
+            Error::input(path, msg)
+        })?;
+        let rows = parsed.rows.ok_or_else(|| Error::input(path, "the object has no \"embeddings\" array"))?;
+        let n = rows.n;
+        let dim = rows.dim.unwrap_or(0);
+        for (name, list) in [("ids", &parsed.ids), ("titles", &parsed.titles)] {
+            if let Some(list) = list {
+                if list.len() != n {
+                    return Err(Error::input(path, format!("\"{name}\" has {} entries but there are {n} rows", list.len())));
+                }
+            }
+        }
+        let mut table = Table::from_rows(path, n, dim, rows.data, Some(sha256))?;
+        table.model = parsed.model;
+        table.ids = parsed.ids;
+        table.titles = parsed.titles;
+        Ok(table)
+    }
+
+    /// Writes the table as an `embeddings.json` object (atomically). Each value
+    /// is written as the shortest decimal that reads back to the same f32.
+    pub fn write_json(&self, path: &str) -> Result<()> {
+        use std::io::Write;
+        crate::contract::atomic::write_atomically(path, |w| {
+            write!(w, "{{\"model\": ")?;
+            serde_json::to_writer(&mut *w, &self.model)?;
+            writeln!(w, ", \"embeddings\": [")?;
+            for j in 0..self.n {
+                write!(w, "[")?;
+                for (d, x) in self.row(j).iter().enumerate() {
+                    if d > 0 {
+                        write!(w, ",")?;
+                    }
+                    write!(w, "{x:?}")?;
+                }
+                writeln!(w, "]{}", if j + 1 < self.n { "," } else { "" })?;
+            }
+            writeln!(w, "]}}")?;
+            Ok(())
+        })
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---- streaming JSON reader -------------------------------------------------
+// The table is read straight into one flat Vec<f32> (no Value tree), and each
+// problem is reported with its row and column.
+
+#[derive(Default)]
+struct Rows {
+    data: Vec<f32>,
+    n: usize,
+    dim: Option<usize>,
+}
+
+struct RowsSeed;
+
+impl<'de> DeserializeSeed<'de> for RowsSeed {
+    type Value = Rows;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Rows, D::Error> {
+        d.deserialize_seq(RowsVisitor)
+    }
+}
+
+struct RowsVisitor;
+
+impl<'de> Visitor<'de> for RowsVisitor {
+    type Value = Rows;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of rows (arrays of numbers)")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Rows, A::Error> {
+        let mut rows = Rows::default();
+        loop {
+            let row = rows.n;
+            let before = rows.data.len();
+            let seed = RowSeed { rows: &mut rows, row };
+            if seq.next_element_seed(seed)?.is_none() {
+                break;
+            }
+            let width = rows.data.len() - before;
+            match rows.dim {
+                None => rows.dim = Some(width),
+                Some(d) if d != width => {
+                    return Err(de::Error::custom(format!(
+                        "row {row} has {width} values but row 0 has {d} (ragged rows)"
+                    )))
+                }
+                _ => {}
+            }
+            rows.n += 1;
+        }
+        Ok(rows)
+    }
+}
+
+struct RowSeed<'a> {
+    rows: &'a mut Rows,
+    row: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "row {} to be an array of numbers", self.row)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let mut col = 0usize;
+        while let Some(x) = seq.next_element_seed(NumberSeed { row: self.row, col })? {
+            // Nearest f64 (float_roundtrip parser), then one rounding to f32.
+            let v = x as f32;
+            if !v.is_finite() {
+                return Err(de::Error::custom(format!(
+                    "row {}, column {col}: value {x} overflows f32",
+                    self.row
+                )));
+            }
+            self.rows.data.push(v);
+            col += 1;
+        }
+        Ok(())
+    }
+}
+
+struct NumberSeed {
+    row: usize,
+    col: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for NumberSeed {
+    type Value = f64;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<f64, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NumberSeed {
+    type Value = f64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a number at row {}, column {}", self.row, self.col)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<f64, E> {
+        Ok(v)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<f64, E> {
+        Ok(v as f64)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<f64, E> {
+        Ok(v as f64)
+    }
+}
+
+#[derive(Default)]
+struct Parsed {
+    rows: Option<Rows>,
+    model: Option<String>,
+    ids: Option<Vec<String>>,
+    titles: Option<Vec<String>>,
+}
+
+struct TopLevel;
+
+impl<'de> DeserializeSeed<'de> for TopLevel {
+    type Value = Parsed;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Parsed, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// An id may be a string or a number; both are kept as text.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Id {
+    Text(String),
+    Number(serde_json::Number),
+}
+
+impl<'de> Visitor<'de> for TopLevel {
+    type Value = Parsed;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of rows, or an object with an \"embeddings\" array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Parsed, A::Error> {
+        let rows = RowsVisitor.visit_seq(seq)?;
+        Ok(Parsed { rows: Some(rows), ..Default::default() })
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Parsed, A::Error> {
+        let mut parsed = Parsed::default();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "embeddings" => parsed.rows = Some(map.next_value_seed(RowsSeed)?),
+                "model" => parsed.model = map.next_value::<Option<String>>()?,
+                "ids" => {
+                    let ids: Vec<Id> = map.next_value()?;
+                    parsed.ids = Some(
+                        ids.into_iter()
+                            .map(|i| match i {
+                                Id::Text(s) => s,
+                                Id::Number(n) => n.to_string(),
+                            })
+                            .collect(),
+                    );
+                }
+                "titles" => parsed.titles = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(parsed)
+    }
+}

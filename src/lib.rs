@@ -1,0 +1,21 @@
+//! divgpu: diversity sequences on the GPU through Vulkan compute, as a LuaJIT
+//! module (`require "divgpu"`).
+//!
+//! Layout: `vk/` owns the Vulkan objects, `contract/` the host side of the
+//! arithmetic contract (tables, CPU mirror, files), `lua_api/` the mlua glue,
+//! `shaders.rs` the embedded and run-time-compiled GLSL.
+#![warn(unsafe_op_in_unsafe_fn)]
+
+pub mod contract;
+pub mod error;
+#[cfg(feature = "lua")]
+mod lua_api;
+pub mod selftest;
+pub mod shaders;
+pub mod vk;
+
+#[cfg(feature = "lua")]
+#[mlua::lua_module(skip_memory_check)]
+fn divgpu(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
+    lua_api::module(lua)
+}

@@ -1,0 +1,55 @@
+//! `Embeddings`: a validated table (N, D, f32 rows, inv_norm, sha256) in
+//! native memory.
+
+use std::sync::Arc;
+
+use mlua::{UserData, UserDataFields, UserDataMethods, UserDataRef};
+
+use super::arrays::HostArray;
+use crate::contract::{fp16, table::Table};
+use crate::error::Error;
+
+pub struct Embeddings(pub Arc<Table>);
+
+impl UserData for Embeddings {
+    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
+        f.add_field_method_get("n", |_, this| Ok(this.0.n));
+        f.add_field_method_get("dim", |_, this| Ok(this.0.dim));
+        f.add_field_method_get("sha256", |_, this| Ok(this.0.sha256.clone()));
+        f.add_field_method_get("path", |_, this| Ok(this.0.path.clone()));
+        f.add_field_method_get("model", |_, this| Ok(this.0.model.clone()));
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
+        m.add_method("values", |_, this, ()| Ok(HostArray::F32(this.0.data.clone())));
+        m.add_method("inv_norms", |_, this, ()| Ok(HostArray::F32(this.0.inv_norm.clone())));
+        m.add_method("to_fp16", |_, this, ()| Ok(HostArray::U16(fp16::to_fp16(&this.0)?)));
+        // The table E' = (f32)E16 that the `fp16` contract runs on.
+        m.add_method("fp16_rounded", |_, this, ()| {
+            let halves = fp16::to_fp16(&this.0)?;
+            let t = fp16::widen(&this.0.path, this.0.n, this.0.dim, &halves, this.0.sha256.clone())?;
+            Ok(Embeddings(Arc::new(t)))
+        });
+        // Rows of `starts` widened to f64: the initial centroid sums of a batch.
+        m.add_method("gather_f64", |_, this, starts: UserDataRef<HostArray>| {
+            let t = &this.0;
+            let starts = starts.as_u32("starts")?;
+            let mut out = Vec::with_capacity(starts.len() * t.dim);
+            for &s in starts {
+                if s as usize >= t.n {
+                    return Err(Error::Usage(format!("start {s} is out of range: items are 0..{}", t.n)).into());
+                }
+                out.extend(t.row(s as usize).iter().map(|&x| x as f64));
+            }
+            Ok(HostArray::F64(out))
+        });
+        m.add_method("title", |_, this, i: usize| {
+            Ok(this.0.titles.as_ref().and_then(|t| t.get(i).cloned()))
+        });
+        m.add_method("id", |_, this, i: usize| Ok(this.0.ids.as_ref().and_then(|t| t.get(i).cloned())));
+        m.add_method("write_json", |_, this, path: String| Ok(this.0.write_json(&path)?));
+        m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| {
+            Ok(format!("divgpu.embeddings<{}×{} from {}>", this.0.n, this.0.dim, this.0.path))
+        });
+    }
+}

@@ -1,0 +1,293 @@
+//! The `divgpu` Lua module: the mlua boundary. Every Rust error becomes a Lua
+//! error here, with the message of `crate::error::Error`.
+
+mod arrays;
+mod embeddings;
+mod gpu;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use mlua::{Lua, Table as LuaTable, UserDataRef, UserDataRefMut, Value};
+
+use self::arrays::HostArray;
+use self::embeddings::Embeddings;
+use self::gpu::{info_table, Context, Spirv};
+use crate::contract::{cache, mirror, synth, table::Table};
+use crate::error::Error;
+use crate::shaders;
+use crate::vk::context::{Device, DeviceSelector, Instance};
+
+fn selector(v: Value) -> mlua::Result<DeviceSelector> {
+    Ok(match v {
+        Value::Nil => DeviceSelector::Default,
+        Value::Integer(i) if i >= 0 => DeviceSelector::Index(i as usize),
+        Value::Number(x) if x >= 0.0 && x.fract() == 0.0 => DeviceSelector::Index(x as usize),
+        Value::String(s) => {
+            let s = s.to_str()?.to_string();
+            match s.parse::<usize>() {
+                Ok(i) => DeviceSelector::Index(i),
+                Err(_) => DeviceSelector::Name(s),
+            }
+        }
+        other => return Err(Error::Usage(format!("device must be an index or a name, got {other:?}")).into()),
+    })
+}
+
+/// Validation is on when asked for, or when DIVGPU_VALIDATION=1 (the tests).
+fn validation_wanted(opt: Option<bool>) -> bool {
+    opt.unwrap_or_else(|| std::env::var("DIVGPU_VALIDATION").map(|v| v == "1").unwrap_or(false))
+}
+
+pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
+    let m = lua.create_table()?;
+    m.set("version", env!("CARGO_PKG_VERSION"))?;
+
+    // divgpu.devices{ validation = bool } -> { info, ... }
+    m.set(
+        "devices",
+        lua.create_function(|lua, opts: Option<LuaTable>| {
+            let validation = opts.map(|o| o.get::<Option<bool>>("validation")).transpose()?.flatten();
+            let instance = Instance::new(validation_wanted(validation))?;
+            let list = lua.create_table()?;
+            for info in instance.describe_all()? {
+                list.push(info_table(lua, &info)?)?;
+            }
+            Ok(list)
+        })?,
+    )?;
+
+    // divgpu.open{ device = index | "name", validation = bool } -> context
+    m.set(
+        "open",
+        lua.create_function(|_, opts: Option<LuaTable>| {
+            let (device, validation) = match opts {
+                Some(o) => (o.get::<Value>("device")?, o.get::<Option<bool>>("validation")?),
+                None => (Value::Nil, None),
+            };
+            Ok(Context(Device::open(&selector(device)?, validation_wanted(validation))?))
+        })?,
+    )?;
+
+    m.set(
+        "load_embeddings",
+        lua.create_function(|_, path: String| Ok(Embeddings(Arc::new(Table::load_json(&path)?))))?,
+    )?;
+
+    // divgpu.synth{ n, dim, clusters = 16, seed = 1, noise = 0.5 } -> embeddings
+    m.set(
+        "synth",
+        lua.create_function(|_, o: LuaTable| {
+            let n: usize = o.get("n")?;
+            let dim: usize = o.get("dim")?;
+            let clusters: usize = o.get::<Option<usize>>("clusters")?.unwrap_or(16);
+            let seed: u64 = o.get::<Option<u64>>("seed")?.unwrap_or(1);
+            let noise: f64 = o.get::<Option<f64>>("noise")?.unwrap_or(0.5);
+            Ok(Embeddings(Arc::new(synth::clustered(n, dim, clusters, seed, noise)?)))
+        })?,
+    )?;
+
+    // divgpu.compile(source, { name, defines = { K = V }, include_dirs = { ... } }) -> spirv
+    m.set(
+        "compile",
+        lua.create_function(|_, (source, opts): (String, Option<LuaTable>)| {
+            let mut name = "<lua>".to_string();
+            let mut defines = Vec::new();
+            let mut include_dirs = Vec::new();
+            if let Some(o) = opts {
+                if let Some(n) = o.get::<Option<String>>("name")? {
+                    name = n;
+                }
+                if let Some(d) = o.get::<Option<LuaTable>>("defines")? {
+                    for pair in d.pairs::<String, Value>() {
+                        let (k, v) = pair?;
+                        let v = match v {
+                            Value::Boolean(true) => None,
+                            Value::Integer(i) => Some(i.to_string()),
+                            Value::Number(x) => Some(x.to_string()),
+                            Value::String(s) => Some(s.to_str()?.to_string()),
+                            other => {
+                                return Err(Error::Usage(format!("define {k}: unsupported value {other:?}")).into())
+                            }
+                        };
+                        defines.push((k, v));
+                    }
+                    defines.sort();
+                }
+                if let Some(d) = o.get::<Option<LuaTable>>("include_dirs")? {
+                    for dir in d.sequence_values::<String>() {
+                        include_dirs.push(PathBuf::from(dir?));
+                    }
+                }
+            }
+            let words =
+                shaders::compile(&shaders::CompileRequest { name: &name, source: &source, defines, include_dirs })?;
+            Ok(Spirv { name, words })
+        })?,
+    )?;
+
+    // divgpu.shader(name) -> the shipped SPIR-V; divgpu.shader_source(name) -> its GLSL
+    m.set(
+        "shader",
+        lua.create_function(|_, name: String| {
+            let (_, words) = shaders::shipped(&name)?;
+            Ok(Spirv { name, words: words.to_vec() })
+        })?,
+    )?;
+    m.set("shader_source", lua.create_function(|_, name: String| Ok(shaders::shipped(&name)?.0))?)?;
+    m.set("shader_names", lua.create_function(|_, ()| Ok(shaders::shipped_names()))?)?;
+    m.set(
+        "include_source",
+        lua.create_function(|_, name: String| {
+            Ok(shaders::INCLUDES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s))
+        })?,
+    )?;
+
+    // divgpu.array(dtype, n | { values }) -> array
+    m.set(
+        "array",
+        lua.create_function(|_, (dtype, init): (String, Value)| match init {
+            Value::Table(t) => HostArray::from_lua_table(&dtype, &t),
+            Value::Integer(n) if n >= 0 => HostArray::new(&dtype, n as usize),
+            Value::Number(n) if n >= 0.0 => HostArray::new(&dtype, n as usize),
+            other => Err(Error::Usage(format!("array(): expected a length or a table, got {}", other.type_name())).into()),
+        })?,
+    )?;
+
+    // divgpu.initial_masks(starts, n) -> u32 array [#starts][ceil(n/32)] with each start's bit set
+    m.set(
+        "initial_masks",
+        lua.create_function(|_, (starts, n): (UserDataRef<HostArray>, usize)| {
+            let starts = starts.as_u32("starts")?;
+            let words = n.div_ceil(32);
+            let mut masks = vec![0u32; starts.len() * words];
+            for (i, &s) in starts.iter().enumerate() {
+                if s as usize >= n {
+                    return Err(Error::Usage(format!("start {s} is out of range: items are 0..{n}")).into());
+                }
+                masks[i * words + s as usize / 32] |= 1 << (s % 32);
+            }
+            Ok(HostArray::U32(masks))
+        })?,
+    )?;
+
+    // divgpu.store_winners(result, ring, first_row, rows, ring_size, first_step, steps, length)
+    // copies steps [first_step, first_step + steps) of a winners ring buffer
+    // ([rows][ring_size], slot = step % ring_size) into result rows
+    // [first_row, first_row + rows) of a [count][length] result.
+    m.set(
+        "store_winners",
+        lua.create_function(
+            |_,
+             (mut result, ring, first_row, rows, ring_size, first_step, steps, length): (
+                UserDataRefMut<HostArray>,
+                UserDataRef<HostArray>,
+                usize,
+                usize,
+                usize,
+                usize,
+                usize,
+                usize,
+            )| {
+                let ring = ring.as_u32("ring")?;
+                let result = result.as_u32_mut("result")?;
+                if steps > ring_size || first_step + steps > length || ring.len() < rows * ring_size
+                    || result.len() < (first_row + rows) * length
+                {
+                    return Err(Error::Usage("store_winners(): sizes do not fit the arrays".into()).into());
+                }
+                for r in 0..rows {
+                    for t in first_step..first_step + steps {
+                        result[(first_row + r) * length + t] = ring[r * ring_size + t % ring_size];
+                    }
+                }
+                Ok(())
+            },
+        )?,
+    )?;
+
+    // divgpu.mirror(embeddings, starts, length) -> u32 array [#starts][length]
+    m.set(
+        "mirror",
+        lua.create_function(|_, (table, starts, length): (UserDataRef<Embeddings>, UserDataRef<HostArray>, usize)| {
+            Ok(HostArray::U32(mirror::run(&table.0, starts.as_u32("starts")?, length)?))
+        })?,
+    )?;
+    m.set(
+        "check_job",
+        lua.create_function(|_, (table, starts, length): (UserDataRef<Embeddings>, UserDataRef<HostArray>, usize)| {
+            Ok(mirror::check_job(&table.0, starts.as_u32("starts")?, length)?)
+        })?,
+    )?;
+
+    // divgpu.first_difference(a, b, length) -> nil | { row, step, a, b } (0-based row and step)
+    m.set(
+        "first_difference",
+        lua.create_function(|lua, (a, b, length): (UserDataRef<HostArray>, UserDataRef<HostArray>, usize)| {
+            let (a, b) = (a.as_u32("a")?, b.as_u32("b")?);
+            if length == 0 {
+                return Err(Error::Usage("first_difference(): length must be >= 1".into()).into());
+            }
+            let found = a.iter().zip(b.iter()).position(|(x, y)| x != y);
+            let diff = match found {
+                Some(i) => Some((i / length, i % length, a[i], b[i])),
+                None if a.len() != b.len() => {
+                    let i = a.len().min(b.len());
+                    Some((i / length, i % length, a.get(i).copied().unwrap_or(u32::MAX), b.get(i).copied().unwrap_or(u32::MAX)))
+                }
+                None => None,
+            };
+            match diff {
+                None => Ok(Value::Nil),
+                Some((row, step, x, y)) => {
+                    let t = lua.create_table()?;
+                    t.set("row", row)?;
+                    t.set("step", step)?;
+                    t.set("a", x)?;
+                    t.set("b", y)?;
+                    Ok(Value::Table(t))
+                }
+            }
+        })?,
+    )?;
+
+    // divgpu.write_cache(path, { contract, table, length, sequences })
+    m.set(
+        "write_cache",
+        lua.create_function(|_, (path, o): (String, LuaTable)| {
+            let table: UserDataRef<Embeddings> = o.get("table")?;
+            let sequences: UserDataRef<HostArray> = o.get("sequences")?;
+            let header = cache::CacheHeader {
+                format: cache::FORMAT.into(),
+                version: cache::VERSION,
+                contract: o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into()),
+                num_items: table.0.n,
+                dim: table.0.dim,
+                length: o.get("length")?,
+                embeddings_sha256: table.0.sha256.clone(),
+            };
+            Ok(cache::write(&path, &header, sequences.as_u32("sequences")?)?)
+        })?,
+    )?;
+
+    // divgpu.read_cache(path) -> { header fields..., starts = array, sequences = array }
+    m.set(
+        "read_cache",
+        lua.create_function(|lua, path: String| {
+            let (h, flat) = cache::read(&path)?;
+            let t = lua.create_table()?;
+            t.set("contract", h.contract)?;
+            t.set("num_items", h.num_items)?;
+            t.set("dim", h.dim)?;
+            t.set("length", h.length)?;
+            t.set("embeddings_sha256", h.embeddings_sha256)?;
+            t.set("count", flat.len() / h.length.max(1))?;
+            let starts: Vec<u32> = flat.iter().step_by(h.length.max(1)).copied().collect();
+            t.set("starts", HostArray::U32(starts))?;
+            t.set("sequences", HostArray::U32(flat))?;
+            Ok(t)
+        })?,
+    )?;
+
+    Ok(m)
+}

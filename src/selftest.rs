@@ -1,0 +1,85 @@
+//! The device self-test of SPEC section 2: one tiny dispatch whose inputs give
+//! different answers fused and unfused (and exercise the other roundings the
+//! contract relies on), compared bit for bit with the host.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::shaders;
+use crate::vk::buffer::Buffer;
+use crate::vk::commands::Recorder;
+use crate::vk::context::Device;
+use crate::vk::pipeline::{BindGroup, Pipeline};
+
+/// Cases: (a, b, c) for fma and a*b, (x, y) for f64 add and f64 -> f32.
+fn cases() -> (Vec<[f32; 3]>, Vec<[f64; 2]>) {
+    let one_ulp = f32::EPSILON; // 2^-23
+    let mut f = vec![
+        // (1+2^-23)^2 = 1 + 2^-22 + 2^-46: fused keeps the 2^-46, unfused loses it.
+        [1.0 + one_ulp, 1.0 + one_ulp, -(1.0 + 2.0 * one_ulp)],
+        [0.1, 0.2, -0.02],
+        [3.0, 1.0 / 3.0, -1.0],
+    ];
+    let mut d = vec![
+        [1.0 + 2f64.powi(-24), 0.0],                   // exact tie: rounds to even (1.0)
+        [1.0 + 2f64.powi(-24) + 2f64.powi(-40), 0.0],  // just above the tie: rounds up
+        [1e16, 1.0],
+        [0.1, 0.2],
+    ];
+    // Deterministic pseudo-random cases of the magnitudes the contract sees.
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+    };
+    for _ in 0..61 {
+        f.push([next() as f32, next() as f32, next() as f32 * 0.5]);
+        d.push([next() * 40.0, next()]);
+    }
+    (f, d)
+}
+
+pub fn run(device: &Arc<Device>) -> Result<()> {
+    let (f, d) = cases();
+    let n = f.len().min(d.len());
+    let (_, spirv) = shaders::shipped("selftest")?;
+    let pipeline = Pipeline::new(device, "selftest", spirv, &[])?;
+    let f_bytes: Vec<u8> = f[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+    let d_bytes: Vec<u8> = d[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
+    let f_buf = Buffer::storage(device, f_bytes.len() as u64, "selftest f32 inputs")?;
+    let d_buf = Buffer::storage(device, d_bytes.len() as u64, "selftest f64 inputs")?;
+    let out = Buffer::storage(device, (n * 5 * 4) as u64, "selftest results")?;
+    f_buf.upload(0, &f_bytes)?;
+    d_buf.upload(0, &d_bytes)?;
+    let group = BindGroup::new(&pipeline, vec![f_buf, d_buf, out.clone()])?;
+    let mut rec = Recorder::new(device)?;
+    rec.dispatch(&group, &(n as u32).to_le_bytes(), [n.div_ceil(64) as u32, 1, 1])?;
+    rec.submit()?;
+    rec.wait()?;
+    let bytes = out.download(0, (n * 5 * 4) as u64)?;
+    let got: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let name = &device.info.name;
+    for i in 0..n {
+        let [a, b, c] = f[i];
+        let [x, y] = d[i];
+        let sum = (x + y).to_bits();
+        let checks = [
+            ("fma() is not fused (or not correctly rounded)", a.mul_add(b, c).to_bits(), got[5 * i]),
+            ("f32 multiply is not correctly rounded", (a * b).to_bits(), got[5 * i + 1]),
+            ("f64 -> f32 conversion does not round to nearest even", (x as f32).to_bits(), got[5 * i + 2]),
+            ("f64 add is not correctly rounded", sum as u32, got[5 * i + 3]),
+            ("f64 add is not correctly rounded", (sum >> 32) as u32, got[5 * i + 4]),
+        ];
+        for (what, expected, actual) in checks {
+            if expected != actual {
+                return Err(Error::Device(format!(
+                    "device '{name}' failed the arithmetic self-test: {what} (case {i}: expected bits {expected:#010x}, got {actual:#010x}); \
+                     it cannot run the bit-exact fp32 contract"
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! Shaders: the shipped ones (compiled by build.rs and embedded) and run-time
+//! compilation of GLSL for Lua experiments, with `#include` resolved from the
+//! caller's folders first and then from the shipped `shaders/include`.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+include!(concat!(env!("OUT_DIR"), "/shaders.rs"));
+
+pub fn shipped(name: &str) -> Result<(&'static str, &'static [u32])> {
+    SHIPPED
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, src, spv)| (*src, *spv))
+        .ok_or_else(|| {
+            let names: Vec<&str> = SHIPPED.iter().map(|(n, _, _)| *n).collect();
+            Error::Shader(format!("no shipped shader '{name}'; shipped: {}", names.join(", ")))
+        })
+}
+
+pub fn shipped_names() -> Vec<&'static str> {
+    SHIPPED.iter().map(|(n, _, _)| *n).collect()
+}
+
+pub struct CompileRequest<'a> {
+    pub name: &'a str,
+    pub source: &'a str,
+    pub defines: Vec<(String, Option<String>)>,
+    pub include_dirs: Vec<PathBuf>,
+}
+
+pub fn compile(req: &CompileRequest) -> Result<Vec<u32>> {
+    let name = req.name;
+    let fail = |what: &str| Error::Shader(format!("shader '{name}': {what}"));
+    let compiler = shaderc::Compiler::new().ok_or_else(|| fail("could not create the shaderc compiler"))?;
+    let mut options = shaderc::CompileOptions::new().ok_or_else(|| fail("could not create shaderc options"))?;
+    options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
+    options.set_optimization_level(shaderc::OptimizationLevel::Zero);
+    for (key, value) in &req.defines {
+        options.add_macro_definition(key, value.as_deref());
+    }
+    let dirs = req.include_dirs.clone();
+    options.set_include_callback(move |file, _, _, _| {
+        for dir in &dirs {
+            let path = dir.join(file);
+            if let Ok(content) = std::fs::read_to_string(&path) {
+                return Ok(shaderc::ResolvedInclude { resolved_name: path.display().to_string(), content });
+            }
+        }
+        INCLUDES
+            .iter()
+            .find(|(n, _)| *n == file)
+            .map(|(n, content)| shaderc::ResolvedInclude {
+                resolved_name: format!("<divgpu>/{n}"),
+                content: content.to_string(),
+            })
+            .ok_or_else(|| format!("include '{file}' not found in {:?} nor among the shipped includes", dirs))
+    });
+    compiler
+        .compile_into_spirv(req.source, shaderc::ShaderKind::Compute, name, "main", Some(&options))
+        .map(|a| a.as_binary().to_vec())
+        .map_err(|e| Error::Shader(format!("shader '{name}' failed to compile:\n{e}")))
+}

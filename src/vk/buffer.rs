@@ -1,0 +1,150 @@
+//! Storage buffers in device memory, filled and read back through staging
+//! buffers in host-visible memory.
+
+use std::sync::Arc;
+
+use ash::vk;
+use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
+use gpu_allocator::MemoryLocation;
+
+use super::commands::one_shot;
+use super::context::Device;
+use crate::error::{vk_err, Error, Result};
+
+pub struct Buffer {
+    pub device: Arc<Device>,
+    pub raw: vk::Buffer,
+    allocation: Option<Allocation>,
+    pub size: u64,
+    pub name: String,
+}
+
+impl Buffer {
+    fn create(
+        device: &Arc<Device>,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        location: MemoryLocation,
+        name: &str,
+    ) -> Result<Buffer> {
+        // Vulkan forbids empty buffers; an empty table is rejected earlier, but a
+        // zero-length scratch buffer must not become a driver error.
+        let size = size.max(4);
+        let info = vk::BufferCreateInfo::default().size(size).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE);
+        let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(vk_err("vkCreateBuffer"))?;
+        let requirements = unsafe { device.raw.get_buffer_memory_requirements(raw) };
+        let allocation = device.lock_allocator().and_then(|mut a| {
+            a.allocate(&AllocationCreateDesc {
+                name,
+                requirements,
+                location,
+                linear: true,
+                allocation_scheme: AllocationScheme::GpuAllocatorManaged,
+            })
+            .map_err(|e| match Error::from(e) {
+                Error::OutOfMemory { .. } => Error::Usage(format!(
+                    "out of {} memory allocating buffer '{name}' of {size} bytes",
+                    if location == MemoryLocation::GpuOnly { "device" } else { "host-visible" }
+                )),
+                other => other,
+            })
+        });
+        let allocation = match allocation {
+            Ok(a) => a,
+            Err(e) => {
+                unsafe { device.raw.destroy_buffer(raw, None) };
+                return Err(e);
+            }
+        };
+        let bound = unsafe { device.raw.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) };
+        let buffer = Buffer { device: device.clone(), raw, allocation: Some(allocation), size, name: name.to_string() };
+        bound.map_err(vk_err("vkBindBufferMemory"))?;
+        Ok(buffer)
+    }
+
+    /// A device-local storage buffer of `size` bytes (contents undefined).
+    pub fn storage(device: &Arc<Device>, size: u64, name: &str) -> Result<Arc<Buffer>> {
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::TRANSFER_DST;
+        Ok(Arc::new(Self::create(device, size, usage, MemoryLocation::GpuOnly, name)?))
+    }
+
+    fn mapped(&mut self) -> Result<&mut [u8]> {
+        let name = self.name.clone();
+        self.allocation
+            .as_mut()
+            .and_then(|a| a.mapped_slice_mut())
+            .ok_or_else(|| Error::Device(format!("staging buffer '{name}' is not host-mapped")))
+    }
+
+    /// Copies `bytes` into this buffer at `offset` (through a staging buffer).
+    pub fn upload(self: &Arc<Self>, offset: u64, bytes: &[u8]) -> Result<()> {
+        if offset + bytes.len() as u64 > self.size {
+            return Err(Error::Usage(format!(
+                "upload of {} bytes at offset {offset} overflows buffer '{}' of {} bytes",
+                bytes.len(),
+                self.name,
+                self.size
+            )));
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let mut staging = Self::create(
+            &self.device,
+            bytes.len() as u64,
+            vk::BufferUsageFlags::TRANSFER_SRC,
+            MemoryLocation::CpuToGpu,
+            "staging upload",
+        )?;
+        staging.mapped()?[..bytes.len()].copy_from_slice(bytes);
+        let region = [vk::BufferCopy { src_offset: 0, dst_offset: offset, size: bytes.len() as u64 }];
+        one_shot(&self.device, |cmd| unsafe {
+            self.device.raw.cmd_copy_buffer(cmd, staging.raw, self.raw, &region);
+        })
+    }
+
+    /// Reads `len` bytes from `offset` back to the host.
+    pub fn download(self: &Arc<Self>, offset: u64, len: u64) -> Result<Vec<u8>> {
+        if offset + len > self.size {
+            return Err(Error::Usage(format!(
+                "download of {len} bytes at offset {offset} overflows buffer '{}' of {} bytes",
+                self.name, self.size
+            )));
+        }
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let mut staging = Self::create(
+            &self.device,
+            len,
+            vk::BufferUsageFlags::TRANSFER_DST,
+            MemoryLocation::GpuToCpu,
+            "staging download",
+        )?;
+        let region = [vk::BufferCopy { src_offset: offset, dst_offset: 0, size: len }];
+        one_shot(&self.device, |cmd| unsafe {
+            self.device.raw.cmd_copy_buffer(cmd, self.raw, staging.raw, &region);
+        })?;
+        Ok(staging.mapped()?[..len as usize].to_vec())
+    }
+
+    /// Sets every 32-bit word of the buffer to `word`.
+    pub fn fill(self: &Arc<Self>, word: u32) -> Result<()> {
+        one_shot(&self.device, |cmd| unsafe {
+            self.device.raw.cmd_fill_buffer(cmd, self.raw, 0, vk::WHOLE_SIZE, word);
+        })
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let Some(allocation) = self.allocation.take() {
+            if let Ok(mut allocator) = self.device.allocator.lock() {
+                let _ = allocator.free(allocation);
+            }
+        }
+        unsafe { self.device.raw.destroy_buffer(self.raw, None) };
+    }
+}

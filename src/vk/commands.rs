@@ -1,0 +1,284 @@
+//! Command recording and submission. A `Recorder` owns one command buffer,
+//! its fence and a timestamp query pair; it keeps every bind group it records
+//! alive until its fence has signalled, so Lua dropping the last reference to
+//! a buffer while the GPU still reads it cannot free the memory under it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+
+use super::context::Device;
+use super::pipeline::BindGroup;
+use crate::error::{vk_err, Error, Result};
+
+/// How long a single wait may take before the run is declared hung. A chunk is
+/// sized to well under a second; minutes without completion means the device
+/// is stuck, and the user gets an error instead of a frozen terminal.
+pub const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(600);
+
+fn wait_fence(device: &Device, fence: vk::Fence, limit: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let r = unsafe { device.raw.wait_for_fences(&[fence], true, 1_000_000_000) };
+        match r {
+            Ok(()) => return Ok(()),
+            Err(vk::Result::TIMEOUT) if start.elapsed() < limit => continue,
+            Err(vk::Result::TIMEOUT) => {
+                return Err(Error::Device(format!(
+                    "the GPU did not finish a submission within {} s (device hung?)",
+                    limit.as_secs()
+                )))
+            }
+            Err(e) => return Err(vk_err("vkWaitForFences")(e)),
+        }
+    }
+}
+
+struct CommandObjects<'a> {
+    device: &'a Device,
+    pool: vk::CommandPool,
+    fence: vk::Fence,
+}
+
+impl Drop for CommandObjects<'_> {
+    fn drop(&mut self) {
+        unsafe { self.device.raw.destroy_fence(self.fence, None) };
+        unsafe { self.device.raw.destroy_command_pool(self.pool, None) };
+    }
+}
+
+fn create_pool_and_buffer(device: &Device) -> Result<(vk::CommandPool, vk::CommandBuffer)> {
+    let pool_info = vk::CommandPoolCreateInfo::default().queue_family_index(device.queue_family);
+    let pool = unsafe { device.raw.create_command_pool(&pool_info, None) }.map_err(vk_err("vkCreateCommandPool"))?;
+    let alloc = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(1);
+    match unsafe { device.raw.allocate_command_buffers(&alloc) } {
+        Ok(b) => Ok((pool, b[0])),
+        Err(e) => {
+            unsafe { device.raw.destroy_command_pool(pool, None) };
+            Err(vk_err("vkAllocateCommandBuffers")(e))
+        }
+    }
+}
+
+fn submit(device: &Device, cmd: vk::CommandBuffer, fence: vk::Fence) -> Result<()> {
+    let cmds = [cmd];
+    let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
+    let queue = device.queue.lock().map_err(|_| Error::Device("queue lock poisoned".into()))?;
+    unsafe { device.raw.queue_submit(*queue, &submit, fence) }.map_err(vk_err("vkQueueSubmit"))
+}
+
+/// Records with `record`, submits and waits: for uploads and downloads.
+pub fn one_shot(device: &Arc<Device>, record: impl FnOnce(vk::CommandBuffer)) -> Result<()> {
+    let (pool, cmd) = create_pool_and_buffer(device)?;
+    let fence = match unsafe { device.raw.create_fence(&vk::FenceCreateInfo::default(), None) } {
+        Ok(f) => f,
+        Err(e) => {
+            unsafe { device.raw.destroy_command_pool(pool, None) };
+            return Err(vk_err("vkCreateFence")(e));
+        }
+    };
+    let objects = CommandObjects { device, pool, fence };
+    let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    unsafe { device.raw.begin_command_buffer(cmd, &begin) }.map_err(vk_err("vkBeginCommandBuffer"))?;
+    record(cmd);
+    unsafe { device.raw.end_command_buffer(cmd) }.map_err(vk_err("vkEndCommandBuffer"))?;
+    submit(device, cmd, objects.fence)?;
+    wait_fence(device, objects.fence, DEFAULT_WAIT_LIMIT)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Idle,
+    Recording,
+    Submitted,
+}
+
+pub struct Recorder {
+    device: Arc<Device>,
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    queries: vk::QueryPool,
+    state: State,
+    /// Everything the recorded commands use, released after the fence.
+    in_use: Vec<Arc<BindGroup>>,
+    dispatches: u32,
+    last_gpu_seconds: Option<f64>,
+    pub wait_limit: Duration,
+}
+
+impl Recorder {
+    pub fn new(device: &Arc<Device>) -> Result<Recorder> {
+        let (pool, cmd) = create_pool_and_buffer(device)?;
+        let mut recorder = Recorder {
+            device: device.clone(),
+            pool,
+            cmd,
+            fence: vk::Fence::null(),
+            queries: vk::QueryPool::null(),
+            state: State::Idle,
+            in_use: Vec::new(),
+            dispatches: 0,
+            last_gpu_seconds: None,
+            wait_limit: DEFAULT_WAIT_LIMIT,
+        };
+        recorder.fence = unsafe { device.raw.create_fence(&vk::FenceCreateInfo::default(), None) }
+            .map_err(vk_err("vkCreateFence"))?;
+        if device.info.timestamps {
+            let info = vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2);
+            recorder.queries =
+                unsafe { device.raw.create_query_pool(&info, None) }.map_err(vk_err("vkCreateQueryPool"))?;
+        }
+        Ok(recorder)
+    }
+
+    fn ensure_recording(&mut self) -> Result<()> {
+        match self.state {
+            State::Recording => Ok(()),
+            State::Submitted => Err(Error::Usage("recorder is still in flight: call wait() before recording again".into())),
+            State::Idle => {
+                let d = &self.device.raw;
+                unsafe { d.reset_command_pool(self.pool, vk::CommandPoolResetFlags::empty()) }
+                    .map_err(vk_err("vkResetCommandPool"))?;
+                let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+                unsafe { d.begin_command_buffer(self.cmd, &begin) }.map_err(vk_err("vkBeginCommandBuffer"))?;
+                if self.queries != vk::QueryPool::null() {
+                    unsafe { d.cmd_reset_query_pool(self.cmd, self.queries, 0, 2) };
+                    unsafe { d.cmd_write_timestamp(self.cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.queries, 0) };
+                }
+                self.state = State::Recording;
+                self.dispatches = 0;
+                Ok(())
+            }
+        }
+    }
+
+    /// Records one dispatch. `push` must be exactly the shader's push block.
+    pub fn dispatch(&mut self, group: &Arc<BindGroup>, push: &[u8], groups: [u32; 3]) -> Result<()> {
+        let pipeline = &group.pipeline;
+        let expected = pipeline.reflection.push_constant_size as usize;
+        if push.len() != expected {
+            return Err(Error::Usage(format!(
+                "shader '{}' declares {expected} bytes of push constants, but the dispatch pushes {} bytes",
+                pipeline.name,
+                push.len()
+            )));
+        }
+        let max = self.device.info.max_workgroup_count;
+        if groups.iter().any(|&g| g == 0 || g > max) {
+            return Err(Error::Usage(format!(
+                "dispatch of shader '{}' with {groups:?} workgroups: each count must be 1..={max}",
+                pipeline.name
+            )));
+        }
+        self.ensure_recording()?;
+        let d = &self.device.raw;
+        unsafe { d.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.raw) };
+        unsafe {
+            d.cmd_bind_descriptor_sets(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline.layout, 0, &[group.set], &[])
+        };
+        if !push.is_empty() {
+            unsafe { d.cmd_push_constants(self.cmd, pipeline.layout, vk::ShaderStageFlags::COMPUTE, 0, push) };
+        }
+        unsafe { d.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]) };
+        if !self.in_use.iter().any(|g| Arc::ptr_eq(g, group)) {
+            self.in_use.push(group.clone());
+        }
+        self.dispatches += 1;
+        Ok(())
+    }
+
+    /// Orders every earlier shader write before every later shader read/write.
+    pub fn barrier(&mut self) -> Result<()> {
+        self.ensure_recording()?;
+        let barrier = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+            .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+        unsafe {
+            self.device.raw.cmd_pipeline_barrier(
+                self.cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::DependencyFlags::empty(),
+                &barrier,
+                &[],
+                &[],
+            )
+        };
+        Ok(())
+    }
+
+    pub fn dispatch_count(&self) -> u32 {
+        self.dispatches
+    }
+
+    pub fn submit(&mut self) -> Result<()> {
+        if self.state != State::Recording {
+            return Err(Error::Usage("nothing recorded to submit".into()));
+        }
+        let d = &self.device.raw;
+        if self.queries != vk::QueryPool::null() {
+            unsafe { d.cmd_write_timestamp(self.cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.queries, 1) };
+        }
+        unsafe { d.end_command_buffer(self.cmd) }.map_err(vk_err("vkEndCommandBuffer"))?;
+        unsafe { d.reset_fences(&[self.fence]) }.map_err(vk_err("vkResetFences"))?;
+        submit(&self.device, self.cmd, self.fence)?;
+        self.state = State::Submitted;
+        Ok(())
+    }
+
+    pub fn is_done(&self) -> Result<bool> {
+        if self.state != State::Submitted {
+            return Ok(true);
+        }
+        unsafe { self.device.raw.get_fence_status(self.fence) }.map_err(vk_err("vkGetFenceStatus"))
+    }
+
+    /// Waits for the submission; returns its GPU time in seconds (None when
+    /// the queue has no timestamps).
+    pub fn wait(&mut self) -> Result<Option<f64>> {
+        if self.state != State::Submitted {
+            return Ok(self.last_gpu_seconds);
+        }
+        wait_fence(&self.device, self.fence, self.wait_limit)?;
+        self.state = State::Idle;
+        self.in_use.clear();
+        self.last_gpu_seconds = None;
+        if self.queries != vk::QueryPool::null() {
+            let mut stamps = [0u64; 2];
+            unsafe {
+                self.device.raw.get_query_pool_results(
+                    self.queries,
+                    0,
+                    &mut stamps,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                )
+            }
+            .map_err(vk_err("vkGetQueryPoolResults"))?;
+            let ticks = stamps[1].wrapping_sub(stamps[0]);
+            self.last_gpu_seconds = Some(ticks as f64 * self.device.info.timestamp_period_ns as f64 * 1e-9);
+        }
+        Ok(self.last_gpu_seconds)
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // Only our own fence is waited for: the buffers this submission reads
+        // must stay alive until it has finished.
+        if self.state == State::Submitted {
+            let _ = wait_fence(&self.device, self.fence, self.wait_limit);
+        }
+        self.in_use.clear();
+        let d = &self.device.raw;
+        if self.queries != vk::QueryPool::null() {
+            unsafe { d.destroy_query_pool(self.queries, None) };
+        }
+        unsafe { d.destroy_fence(self.fence, None) };
+        unsafe { d.destroy_command_pool(self.pool, None) };
+    }
+}

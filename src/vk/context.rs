@@ -1,0 +1,381 @@
+//! Instance, physical-device choice, logical device, queue and allocator.
+//!
+//! `Device` owns every instance-level and device-level handle; buffers,
+//! pipelines and command recorders hold an `Arc<Device>`, so the garbage
+//! collector of Lua can drop them in any order and the device goes last.
+
+use std::ffi::{c_void, CStr, CString};
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
+
+use crate::error::{vk_err, Error, Result};
+
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// What a physical device is and can do; shown by `divgpu info` and used to
+/// size batches, workgroups and shared memory.
+#[derive(Debug, Clone)]
+pub struct DeviceInfo {
+    pub index: usize,
+    pub name: String,
+    pub device_type: &'static str,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    pub driver_name: String,
+    pub driver_info: String,
+    pub driver_version: u32,
+    pub api_version: String,
+    pub max_shared_memory: u32,
+    pub max_workgroup_size: u32,
+    pub max_workgroup_invocations: u32,
+    pub max_workgroup_count: u32,
+    pub max_storage_buffer_range: u32,
+    pub max_push_constants_size: u32,
+    pub subgroup_size: u32,
+    pub timestamp_period_ns: f32,
+    pub timestamps: bool,
+    pub storage_buffer_16bit: bool,
+    pub float16: bool,
+    pub float64: bool,
+    pub int64: bool,
+    pub int64_atomics: bool,
+    pub denorm_preserve_f32: bool,
+    pub rounding_rte_f32: bool,
+    pub compute_queue_family: Option<u32>,
+}
+
+fn device_type_name(t: vk::PhysicalDeviceType) -> &'static str {
+    match t {
+        vk::PhysicalDeviceType::DISCRETE_GPU => "discrete",
+        vk::PhysicalDeviceType::INTEGRATED_GPU => "integrated",
+        vk::PhysicalDeviceType::VIRTUAL_GPU => "virtual",
+        vk::PhysicalDeviceType::CPU => "cpu",
+        _ => "other",
+    }
+}
+
+/// Preference when the user names no device: a discrete GPU first.
+fn device_type_rank(t: &str) -> u32 {
+    match t {
+        "discrete" => 0,
+        "integrated" => 1,
+        "virtual" => 2,
+        "cpu" => 3,
+        _ => 4,
+    }
+}
+
+fn c_chars_to_string(chars: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Which device to open.
+#[derive(Debug, Clone)]
+pub enum DeviceSelector {
+    Default,
+    Index(usize),
+    Name(String),
+}
+
+/// Vulkan messages reported by the validation layer (warnings and errors).
+#[derive(Default)]
+pub struct Messages {
+    pub list: Mutex<Vec<String>>,
+}
+
+unsafe extern "system" fn debug_callback(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user: *mut c_void,
+) -> vk::Bool32 {
+    // SAFETY: `user` is the `Messages` the `Device` keeps alive until after the
+    // messenger is destroyed; `data` is valid for the duration of the call.
+    let messages = unsafe { &*(user as *const Messages) };
+    let text = unsafe { data.as_ref() }
+        .and_then(|d| (!d.p_message.is_null()).then(|| unsafe { CStr::from_ptr(d.p_message) }))
+        .map(|m| m.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let line = format!("vulkan validation [{severity:?}]: {text}");
+    eprintln!("{line}");
+    if let Ok(mut list) = messages.list.lock() {
+        list.push(line);
+    }
+    vk::FALSE
+}
+
+/// A Vulkan instance with its debug messenger, used both to list devices and
+/// as the parent of a `Device`.
+pub struct Instance {
+    pub entry: ash::Entry,
+    pub raw: ash::Instance,
+    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    pub messages: Arc<Messages>,
+}
+
+impl Instance {
+    pub fn new(validation: bool) -> Result<Self> {
+        // SAFETY: loading the system Vulkan loader; its entry points are used
+        // only through ash's typed wrappers.
+        let entry = unsafe { ash::Entry::load() }
+            .map_err(|e| Error::Loader(format!("{e} (Debian: apt-get install libvulkan1 mesa-vulkan-drivers)")))?;
+        let app_name = c"divgpu";
+        let app = vk::ApplicationInfo::default()
+            .application_name(app_name)
+            .engine_name(app_name)
+            .api_version(vk::API_VERSION_1_2);
+        let mut layers: Vec<*const std::ffi::c_char> = Vec::new();
+        let mut extensions: Vec<*const std::ffi::c_char> = Vec::new();
+        if validation {
+            let available = unsafe { entry.enumerate_instance_layer_properties() }
+                .map_err(vk_err("vkEnumerateInstanceLayerProperties"))?;
+            let found = available.iter().any(|l| {
+                l.layer_name_as_c_str().map(|n| n == VALIDATION_LAYER).unwrap_or(false)
+            });
+            if !found {
+                return Err(Error::Device(
+                    "validation was requested but VK_LAYER_KHRONOS_validation is not installed \
+                     (Debian: apt-get install vulkan-validationlayers)"
+                        .into(),
+                ));
+            }
+            layers.push(VALIDATION_LAYER.as_ptr());
+            extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+        }
+        let create_info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layers)
+            .enabled_extension_names(&extensions);
+        let raw = unsafe { entry.create_instance(&create_info, None) }.map_err(vk_err("vkCreateInstance"))?;
+        let messages = Arc::new(Messages::default());
+        let mut instance = Instance { entry, raw, debug: None, messages };
+        if validation {
+            let loader = ash::ext::debug_utils::Instance::new(&instance.entry, &instance.raw);
+            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+                .message_severity(
+                    vk::DebugUtilsMessageSeverityFlagsEXT::WARNING | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+                )
+                .message_type(
+                    vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                        | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                        | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+                )
+                .pfn_user_callback(Some(debug_callback))
+                .user_data(Arc::as_ptr(&instance.messages) as *mut c_void);
+            let messenger = unsafe { loader.create_debug_utils_messenger(&info, None) }
+                .map_err(vk_err("vkCreateDebugUtilsMessengerEXT"))?;
+            instance.debug = Some((loader, messenger));
+        }
+        Ok(instance)
+    }
+
+    pub fn physical_devices(&self) -> Result<Vec<vk::PhysicalDevice>> {
+        unsafe { self.raw.enumerate_physical_devices() }.map_err(vk_err("vkEnumeratePhysicalDevices"))
+    }
+
+    pub fn describe(&self, index: usize, pd: vk::PhysicalDevice) -> DeviceInfo {
+        let props = unsafe { self.raw.get_physical_device_properties(pd) };
+        let api = props.api_version;
+        let has12 = vk::api_version_major(api) > 1 || vk::api_version_minor(api) >= 2;
+        let mut p11 = vk::PhysicalDeviceVulkan11Properties::default();
+        let mut p12 = vk::PhysicalDeviceVulkan12Properties::default();
+        let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let features = if has12 {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut p11).push_next(&mut p12);
+            unsafe { self.raw.get_physical_device_properties2(pd, &mut p2) };
+            let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12);
+            unsafe { self.raw.get_physical_device_features2(pd, &mut f2) };
+            f2.features
+        } else {
+            unsafe { self.raw.get_physical_device_features(pd) }
+        };
+        let families = unsafe { self.raw.get_physical_device_queue_family_properties(pd) };
+        let compute_family = pick_compute_family(&families);
+        let timestamp_bits = compute_family.map(|f| families[f as usize].timestamp_valid_bits).unwrap_or(0);
+        let limits = props.limits;
+        DeviceInfo {
+            index,
+            name: c_chars_to_string(&props.device_name),
+            device_type: device_type_name(props.device_type),
+            vendor_id: props.vendor_id,
+            device_id: props.device_id,
+            driver_name: c_chars_to_string(&p12.driver_name),
+            driver_info: c_chars_to_string(&p12.driver_info),
+            driver_version: props.driver_version,
+            api_version: format!(
+                "{}.{}.{}",
+                vk::api_version_major(api),
+                vk::api_version_minor(api),
+                vk::api_version_patch(api)
+            ),
+            max_shared_memory: limits.max_compute_shared_memory_size,
+            max_workgroup_size: limits.max_compute_work_group_size[0],
+            max_workgroup_invocations: limits.max_compute_work_group_invocations,
+            max_workgroup_count: limits.max_compute_work_group_count[0],
+            max_storage_buffer_range: limits.max_storage_buffer_range,
+            max_push_constants_size: limits.max_push_constants_size,
+            subgroup_size: p11.subgroup_size,
+            timestamp_period_ns: limits.timestamp_period,
+            timestamps: timestamp_bits > 0,
+            storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
+            float16: f12.shader_float16 == vk::TRUE,
+            float64: features.shader_float64 == vk::TRUE,
+            int64: features.shader_int64 == vk::TRUE,
+            int64_atomics: f12.shader_buffer_int64_atomics == vk::TRUE,
+            denorm_preserve_f32: p12.shader_denorm_preserve_float32 == vk::TRUE,
+            rounding_rte_f32: p12.shader_rounding_mode_rte_float32 == vk::TRUE,
+            compute_queue_family: compute_family,
+        }
+    }
+
+    pub fn describe_all(&self) -> Result<Vec<DeviceInfo>> {
+        Ok(self.physical_devices()?.into_iter().enumerate().map(|(i, pd)| self.describe(i, pd)).collect())
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some((loader, messenger)) = self.debug.take() {
+            unsafe { loader.destroy_debug_utils_messenger(messenger, None) };
+        }
+        unsafe { self.raw.destroy_instance(None) };
+    }
+}
+
+/// A queue family that can run compute; one without graphics is preferred
+/// (an async-compute queue is usually the least contended).
+fn pick_compute_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> {
+    let compute = |f: &vk::QueueFamilyProperties| f.queue_flags.contains(vk::QueueFlags::COMPUTE);
+    families
+        .iter()
+        .position(|f| compute(f) && !f.queue_flags.contains(vk::QueueFlags::GRAPHICS))
+        .or_else(|| families.iter().position(compute))
+        .map(|i| i as u32)
+}
+
+/// The logical device and everything that lives as long as it.
+pub struct Device {
+    pub raw: ash::Device,
+    pub physical: vk::PhysicalDevice,
+    pub queue: Mutex<vk::Queue>,
+    pub queue_family: u32,
+    pub allocator: ManuallyDrop<Mutex<Allocator>>,
+    pub info: DeviceInfo,
+    /// Dropped last: the instance must outlive the device.
+    pub instance: ManuallyDrop<Instance>,
+}
+
+impl Device {
+    pub fn open(selector: &DeviceSelector, validation: bool) -> Result<Arc<Device>> {
+        let instance = Instance::new(validation)?;
+        let physicals = instance.physical_devices()?;
+        if physicals.is_empty() {
+            return Err(Error::Device(
+                "no Vulkan device found (for a CPU device: apt-get install mesa-vulkan-drivers)".into(),
+            ));
+        }
+        let infos: Vec<DeviceInfo> =
+            physicals.iter().enumerate().map(|(i, &pd)| instance.describe(i, pd)).collect();
+        let names = || infos.iter().map(|i| format!("{}: {}", i.index, i.name)).collect::<Vec<_>>().join(", ");
+        let chosen = match selector {
+            DeviceSelector::Index(i) => infos.get(*i).ok_or_else(|| {
+                Error::Usage(format!("device index {i} is out of range; devices are {}", names()))
+            })?,
+            DeviceSelector::Name(name) => {
+                let needle = name.to_lowercase();
+                infos.iter().find(|i| i.name.to_lowercase().contains(&needle)).ok_or_else(|| {
+                    Error::Usage(format!("no device name contains '{name}'; devices are {}", names()))
+                })?
+            }
+            DeviceSelector::Default => infos
+                .iter()
+                .min_by_key(|i| (device_type_rank(i.device_type), i.index))
+                .ok_or_else(|| Error::Device("no Vulkan device".into()))?,
+        }
+        .clone();
+        let physical = physicals[chosen.index];
+        let queue_family = chosen
+            .compute_queue_family
+            .ok_or_else(|| Error::Device(format!("device '{}' has no compute queue", chosen.name)))?;
+        if !chosen.float64 {
+            return Err(Error::Device(format!(
+                "device '{}' lacks shaderFloat64, which the fp32 contract needs for the centroid",
+                chosen.name
+            )));
+        }
+        let api_ok = chosen.api_version.split('.').take(2).map(|p| p.parse::<u32>().unwrap_or(0)).collect::<Vec<_>>();
+        if api_ok.len() < 2 || (api_ok[0], api_ok[1]) < (1, 2) {
+            return Err(Error::Device(format!(
+                "device '{}' supports Vulkan {} only; divgpu needs 1.2",
+                chosen.name, chosen.api_version
+            )));
+        }
+
+        let priorities = [1.0f32];
+        let queue_info = [vk::DeviceQueueCreateInfo::default().queue_family_index(queue_family).queue_priorities(&priorities)];
+        let mut f11 = vk::PhysicalDeviceVulkan11Features::default()
+            .storage_buffer16_bit_access(chosen.storage_buffer_16bit);
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(chosen.float16);
+        let core = vk::PhysicalDeviceFeatures::default().shader_float64(true).shader_int64(chosen.int64);
+        let mut features2 = vk::PhysicalDeviceFeatures2::default().features(core).push_next(&mut f11).push_next(&mut f12);
+        let create_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info).push_next(&mut features2);
+        let raw = unsafe { instance.raw.create_device(physical, &create_info, None) }
+            .map_err(vk_err("vkCreateDevice"))?;
+        let queue = unsafe { raw.get_device_queue(queue_family, 0) };
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: instance.raw.clone(),
+            device: raw.clone(),
+            physical_device: physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        });
+        let allocator = match allocator {
+            Ok(a) => a,
+            Err(e) => {
+                unsafe { raw.destroy_device(None) };
+                return Err(e.into());
+            }
+        };
+        Ok(Arc::new(Device {
+            raw,
+            physical,
+            queue: Mutex::new(queue),
+            queue_family,
+            allocator: ManuallyDrop::new(Mutex::new(allocator)),
+            info: chosen,
+            instance: ManuallyDrop::new(instance),
+        }))
+    }
+
+    /// Validation-layer messages seen so far on this device's instance.
+    pub fn validation_messages(&self) -> Vec<String> {
+        self.instance.messages.list.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    pub fn lock_allocator(&self) -> Result<std::sync::MutexGuard<'_, Allocator>> {
+        self.allocator.lock().map_err(|_| Error::Device("allocator lock poisoned by an earlier panic".into()))
+    }
+
+    pub fn name_cstring(&self) -> CString {
+        CString::new(self.info.name.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // Teardown order: wait idle, allocator, device, then the instance
+        // (with its debug messenger).
+        unsafe {
+            let _ = self.raw.device_wait_idle();
+            ManuallyDrop::drop(&mut self.allocator);
+            self.raw.destroy_device(None);
+            ManuallyDrop::drop(&mut self.instance);
+        }
+    }
+}

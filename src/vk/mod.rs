@@ -1,0 +1,6 @@
+//! The Vulkan layer: one file per object and lifetime.
+pub mod buffer;
+pub mod commands;
+pub mod context;
+pub mod pipeline;
+pub mod spirv;

@@ -1,0 +1,179 @@
+//! Compute pipelines (with push constants and specialization constants) and
+//! bind groups (one descriptor set naming the buffers a dispatch reads and
+//! writes).
+
+use std::sync::Arc;
+
+use ash::vk;
+
+use super::buffer::Buffer;
+use super::context::Device;
+use super::spirv::{reflect, Reflection};
+use crate::error::{vk_err, Error, Result};
+
+pub struct Pipeline {
+    pub device: Arc<Device>,
+    pub name: String,
+    pub reflection: Reflection,
+    module: vk::ShaderModule,
+    set_layout: vk::DescriptorSetLayout,
+    pub layout: vk::PipelineLayout,
+    pub raw: vk::Pipeline,
+}
+
+impl Pipeline {
+    /// `specialization`: (constant_id, u32 value) pairs.
+    pub fn new(device: &Arc<Device>, name: &str, spirv: &[u32], specialization: &[(u32, u32)]) -> Result<Arc<Pipeline>> {
+        let reflection = reflect(spirv).map_err(|e| Error::Shader(format!("shader '{name}': {e}")))?;
+        let limit = device.info.max_push_constants_size;
+        if reflection.push_constant_size > limit {
+            return Err(Error::Shader(format!(
+                "shader '{name}': push constants of {} bytes exceed the device limit of {limit}",
+                reflection.push_constant_size
+            )));
+        }
+        let module_info = vk::ShaderModuleCreateInfo::default().code(spirv);
+        let module = unsafe { device.raw.create_shader_module(&module_info, None) }
+            .map_err(vk_err("vkCreateShaderModule"))?;
+        // From here on, `pipeline` owns what was created, so an early return
+        // destroys it in Drop.
+        let mut pipeline = Pipeline {
+            device: device.clone(),
+            name: name.to_string(),
+            reflection,
+            module,
+            set_layout: vk::DescriptorSetLayout::null(),
+            layout: vk::PipelineLayout::null(),
+            raw: vk::Pipeline::null(),
+        };
+        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = pipeline
+            .reflection
+            .bindings
+            .iter()
+            .map(|&b| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let set_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings);
+        pipeline.set_layout = unsafe { device.raw.create_descriptor_set_layout(&set_info, None) }
+            .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
+        let push_ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(pipeline.reflection.push_constant_size)];
+        let set_layouts = [pipeline.set_layout];
+        let mut layout_info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
+        if pipeline.reflection.push_constant_size > 0 {
+            layout_info = layout_info.push_constant_ranges(&push_ranges);
+        }
+        pipeline.layout = unsafe { device.raw.create_pipeline_layout(&layout_info, None) }
+            .map_err(vk_err("vkCreatePipelineLayout"))?;
+
+        let entries: Vec<vk::SpecializationMapEntry> = specialization
+            .iter()
+            .enumerate()
+            .map(|(i, &(id, _))| vk::SpecializationMapEntry { constant_id: id, offset: (i * 4) as u32, size: 4 })
+            .collect();
+        let data: Vec<u8> = specialization.iter().flat_map(|&(_, v)| v.to_le_bytes()).collect();
+        let spec_info = vk::SpecializationInfo::default().map_entries(&entries).data(&data);
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main")
+            .specialization_info(&spec_info);
+        let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(pipeline.layout)];
+        let created = unsafe { device.raw.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
+        pipeline.raw = match created {
+            Ok(p) => p[0],
+            Err((_, e)) => {
+                return Err(Error::Shader(format!("shader '{name}': vkCreateComputePipelines failed: {e:?}")))
+            }
+        };
+        Ok(Arc::new(pipeline))
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        let d = &self.device.raw;
+        unsafe { d.destroy_pipeline(self.raw, None) };
+        unsafe { d.destroy_pipeline_layout(self.layout, None) };
+        unsafe { d.destroy_descriptor_set_layout(self.set_layout, None) };
+        unsafe { d.destroy_shader_module(self.module, None) };
+    }
+}
+
+/// A pipeline together with the buffers bound to its bindings. Holding the
+/// buffers here is what keeps them alive while a submission uses them.
+pub struct BindGroup {
+    pub pipeline: Arc<Pipeline>,
+    pub buffers: Vec<Arc<Buffer>>,
+    pool: vk::DescriptorPool,
+    pub set: vk::DescriptorSet,
+}
+
+impl BindGroup {
+    pub fn new(pipeline: &Arc<Pipeline>, buffers: Vec<Arc<Buffer>>) -> Result<Arc<BindGroup>> {
+        let device = &pipeline.device;
+        let wanted = &pipeline.reflection.bindings;
+        if buffers.len() != wanted.len() {
+            return Err(Error::Usage(format!(
+                "shader '{}' has {} buffer bindings {:?}, got {} buffers",
+                pipeline.name,
+                wanted.len(),
+                wanted,
+                buffers.len()
+            )));
+        }
+        let range = device.info.max_storage_buffer_range as u64;
+        for (b, buf) in wanted.iter().zip(&buffers) {
+            if buf.size > range {
+                return Err(Error::Usage(format!(
+                    "buffer '{}' ({} bytes) bound to binding {b} of shader '{}' exceeds this device's \
+                     maxStorageBufferRange of {range} bytes; use a smaller batch or table",
+                    buf.name, buf.size, pipeline.name
+                )));
+            }
+        }
+        let sizes = [vk::DescriptorPoolSize { ty: vk::DescriptorType::STORAGE_BUFFER, descriptor_count: wanted.len().max(1) as u32 }];
+        let pool_info = vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes);
+        let pool = unsafe { device.raw.create_descriptor_pool(&pool_info, None) }
+            .map_err(vk_err("vkCreateDescriptorPool"))?;
+        let layouts = [pipeline.set_layout];
+        let alloc_info = vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts);
+        let set = match unsafe { device.raw.allocate_descriptor_sets(&alloc_info) } {
+            Ok(s) => s[0],
+            Err(e) => {
+                unsafe { device.raw.destroy_descriptor_pool(pool, None) };
+                return Err(vk_err("vkAllocateDescriptorSets")(e));
+            }
+        };
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+            .iter()
+            .map(|b| [vk::DescriptorBufferInfo { buffer: b.raw, offset: 0, range: vk::WHOLE_SIZE }])
+            .collect();
+        let writes: Vec<vk::WriteDescriptorSet> = wanted
+            .iter()
+            .zip(&infos)
+            .map(|(&b, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        unsafe { device.raw.update_descriptor_sets(&writes, &[]) };
+        Ok(Arc::new(BindGroup { pipeline: pipeline.clone(), buffers, pool, set }))
+    }
+}
+
+impl Drop for BindGroup {
+    fn drop(&mut self) {
+        unsafe { self.pipeline.device.raw.destroy_descriptor_pool(self.pool, None) };
+    }
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# End-to-end tests of bin/divgpu: run -> verify, errors as one line starting
+# "divgpu:" with a non-zero exit and existing outputs left untouched, --help,
+# and no validation-layer message anywhere (DIVGPU_VALIDATION=1 from make).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+divgpu=bin/divgpu
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+
+ok() { passed=$((passed + 1)); echo "ok - $1"; }
+not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    /' <<<"$2"; }
+
+# expect_fail NAME EXPECTED_TEXT CMD...: non-zero exit, one stderr line
+# "divgpu: ..." containing EXPECTED_TEXT, no validation message.
+expect_fail() {
+    local name=$1 want=$2; shift 2
+    local err rc
+    err=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -ne 0 ] && [ "$(wc -l <<<"$err")" -eq 1 ] && [[ $err == divgpu:* ]] && [[ $err == *"$want"* ]]; then
+        ok "$name"
+    else
+        not_ok "$name (exit $rc)" "$err"
+    fi
+}
+
+# expect_ok NAME CMD...: exit 0 and no validation message on stderr.
+expect_ok() {
+    local name=$1; shift
+    local out rc
+    out=$("$@" 2>"$tmp/stderr"); rc=$?
+    if [ $rc -eq 0 ] && ! grep -q "vulkan validation" "$tmp/stderr"; then
+        ok "$name"
+    else
+        not_ok "$name (exit $rc)" "$(cat "$tmp/stderr")"
+    fi
+    printf '%s' "$out" >"$tmp/stdout"
+}
+
+for cmd in "" run verify synth info; do
+    expect_ok "help: divgpu $cmd --help" $divgpu $cmd --help
+    grep -q "Usage" "$tmp/stdout" || not_ok "help text of '$cmd' has a usage line"
+done
+
+expect_ok "synth writes a table" $divgpu synth --n 300 --dim 16 --clusters 5 --seed 4 --out "$tmp/e.json"
+expect_ok "info lists a device" $divgpu info
+grep -q "float64 yes" "$tmp/stdout" && ok "info shows features" || not_ok "info shows features" "$(cat "$tmp/stdout")"
+
+expect_ok "run writes the cache" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/cache.json" --starts 0:40 --length 60 --quiet
+[ "$(cat "$tmp/stdout")" = "$tmp/cache.json" ] && ok "run prints the cache path" || not_ok "run prints the cache path" "$(cat "$tmp/stdout")"
+python3 - "$tmp/cache.json" <<'PY' && ok "cache has the SPEC fields" || not_ok "cache has the SPEC fields"
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["format"] == "divgpu-diversity-cache" and c["version"] == 1 and c["contract"] == "fp32"
+assert c["num_items"] == 300 and c["dim"] == 16 and c["length"] == 60 and len(c["embeddings_sha256"]) == 64
+assert len(c["sequences"]) == 40 and all(s[0] == i and len(set(s)) == 60 for i, s in enumerate(c["sequences"]))
+PY
+expect_ok "verify confirms the cache" $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/cache.json" --quiet
+
+expect_ok "run with a list of starts and a small batch" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/list.json" --starts 7,3,299 --length 300 --batch 2 --quiet
+expect_ok "verify confirms full orderings" $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/list.json" --quiet
+
+# A cache with one index changed: verify names the sequence and the step.
+python3 - "$tmp/cache.json" "$tmp/bad.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+s = c["sequences"][5]
+s[17], s[18] = s[18], s[17]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+expect_fail "verify names the first difference" "sequence 5 (start 5) differs at step 17" \
+    $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/bad.json" --quiet
+expect_ok "verify --sequences checks only the first K" $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/bad.json" --sequences 5 --quiet
+
+# Errors leave an existing output untouched.
+echo "precious" >"$tmp/keep.json"
+expect_fail "starts out of range" "out of range" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json" --starts 0:301
+expect_fail "a start index out of range" "300 is out of range" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json" --starts 1,300
+expect_fail "L > N" "--length 301 is out of range" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json" --length 301
+expect_fail "a missing file" "$tmp/nope.json" $divgpu run --embeddings "$tmp/nope.json" --out "$tmp/keep.json"
+printf '[[1, 2], [3]]' >"$tmp/ragged.json"
+expect_fail "a ragged table" "row 1 has 1 values" $divgpu run --embeddings "$tmp/ragged.json" --out "$tmp/keep.json"
+printf '[[1, 2], [0, 0], [1, 1]]' >"$tmp/zero.json"
+expect_fail "a zero row" "row 1 is all zeros" $divgpu run --embeddings "$tmp/zero.json" --out "$tmp/keep.json"
+printf '[[1, 2], [3, ' >"$tmp/trunc.json"
+expect_fail "a truncated file" "truncated" $divgpu run --embeddings "$tmp/trunc.json" --out "$tmp/keep.json"
+expect_fail "an unknown device" "no device name contains" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json" --device no-such-gpu
+expect_fail "an unknown option" "unknown option" $divgpu run --bogus
+expect_fail "verify against another table" "was made from another table" $divgpu verify --embeddings "$tmp/zero.json" --cache "$tmp/cache.json"
+[ "$(cat "$tmp/keep.json")" = "precious" ] && ok "failed runs left the existing output untouched" || not_ok "failed runs left the existing output untouched"
+ls -a "$tmp" | grep -q '\.tmp$' && not_ok "no temporary files left behind" || ok "no temporary files left behind"
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

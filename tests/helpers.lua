@@ -1,0 +1,55 @@
+-- Shared by the specs: one device context for the whole suite (with the
+-- validation layer when DIVGPU_VALIDATION=1), the shipped poems, and
+-- GPU-vs-mirror comparison.
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local driver = require "divgpu.driver"
+
+local M = {}
+
+M.SHIPPED = "assets/embeddings/all-MiniLM-L6-v2/embeddings.json"
+
+local ctx
+function M.ctx()
+    if not ctx then ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") } end
+    return ctx
+end
+
+local shipped
+function M.shipped()
+    if not shipped then shipped = divgpu.load_embeddings(M.SHIPPED) end
+    return shipped
+end
+
+function M.range(a, b)
+    local list = {}
+    for s = a, b - 1 do list[#list + 1] = s end
+    return divgpu.array("u32", list)
+end
+
+--- Runs the job on the GPU (through the real driver) and on the CPU mirror.
+function M.both(e, starts, length, opts)
+    opts = opts or {}
+    local gpu = driver.run{ ctx = M.ctx(), embeddings = e, starts = starts, length = length,
+                            spirv = opts.spirv, batch = opts.batch, workgroup_size = opts.workgroup_size }
+    local cpu = divgpu.mirror(e, starts, length)
+    return gpu, cpu
+end
+
+function M.describe_difference(d)
+    if not d then return "identical" end
+    return string.format("sequence %d differs at step %d: %d vs %d", d.row, d.step, d.a, d.b)
+end
+
+--- The baseline shader compiled with a define, e.g. { DIVGPU_PERTURB = 1 }.
+function M.baseline_variant(defines)
+    return divgpu.compile(divgpu.shader_source("baseline"), { name = "baseline-variant", defines = defines })
+end
+
+function M.assert_no_validation_messages()
+    if not ctx then return end
+    local messages = ctx:validation_messages()
+    assert(#messages == 0, #messages .. " validation message(s):\n" .. table.concat(messages, "\n"))
+end
+
+return M
