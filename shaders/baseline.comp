@@ -11,7 +11,7 @@ layout(constant_id = 1) const uint MAX_DIM = 1;  // shared centroid size (>= pc.
 #include "push_baseline.glsl"
 #include "bindings.glsl"
 
-shared float centroid[MAX_DIM];
+shared float center[MAX_DIM];
 shared float red_score[gl_WorkGroupSize.x];
 shared uint red_index[gl_WorkGroupSize.x];
 
@@ -25,7 +25,7 @@ void main() {
     const uint words = (pc.num_items + 31u) / 32u;
 
     for (uint d = tid; d < dim; d += threads) {
-        centroid[d] = contract_centroid(csum[seq * dim + d]);
+        center[d] = contract_centroid(csum[seq * dim + d]);
     }
     // Orders the centroid writes before any thread's scan reads them.
     barrier();

@@ -1,16 +1,21 @@
 #version 450
+#extension GL_GOOGLE_include_directive : require
 // Device self-test of the arithmetic the fp32 contract relies on (SPEC
 // section 2). The host computes the same operations and compares bits; a
-// device whose fma() is not fused, or whose f32 multiply, f64 -> f32
-// conversion or f64 add is not correctly rounded, gets a clear error instead
-// of silently different output.
+// device whose f32 multiply, f64 -> f32 conversion or f64 add is not
+// correctly rounded, or whose fma() is not fused and whose f64 emulation of
+// it is not exact either, gets a clear error instead of silently different
+// output. A device with an unfused fma() but exact emulation runs the
+// emulated chain (DIVGPU_FMA_EMULATED).
 layout(local_size_x = 64) in;
 
 layout(push_constant) uniform Push { uint cases; } pc;
 
 layout(std430, set = 0, binding = 0) readonly buffer F32In { float f_in[]; };    // [cases][3]
 layout(std430, set = 0, binding = 1) readonly buffer F64In { double d_in[]; };   // [cases][2]
-layout(std430, set = 0, binding = 2) writeonly buffer Out { uint result[]; };    // [cases][5]
+layout(std430, set = 0, binding = 2) writeonly buffer Out { uint result[]; };    // [cases][6]
+
+#include "fma.glsl"
 
 void main() {
     const uint i = gl_GlobalInvocationID.x;
@@ -23,10 +28,11 @@ void main() {
     const double x = d_in[2u * i], y = d_in[2u * i + 1u];
     precise double sum = x + y;
     const float narrowed = float(x);
-    result[5u * i + 0u] = floatBitsToUint(fused);
-    result[5u * i + 1u] = floatBitsToUint(product);
-    result[5u * i + 2u] = floatBitsToUint(narrowed);
+    result[6u * i + 0u] = floatBitsToUint(fused);
+    result[6u * i + 1u] = floatBitsToUint(product);
+    result[6u * i + 2u] = floatBitsToUint(narrowed);
     const uvec2 halves = unpackDouble2x32(sum);
-    result[5u * i + 3u] = halves.x;
-    result[5u * i + 4u] = halves.y;
+    result[6u * i + 3u] = halves.x;
+    result[6u * i + 4u] = halves.y;
+    result[6u * i + 5u] = floatBitsToUint(fma_emulated(a, b, c));
 }

@@ -11,6 +11,9 @@ use crate::vk::commands::Recorder;
 use crate::vk::context::Device;
 use crate::vk::pipeline::{BindGroup, Pipeline};
 
+/// Result words per case: fma, a*b, (f32)x, x+y (two words), emulated fma.
+const WORDS: usize = 6;
+
 /// Cases: (a, b, c) for fma and a*b, (x, y) for f64 add and f64 -> f32.
 fn cases() -> (Vec<[f32; 3]>, Vec<[f64; 2]>) {
     let one_ulp = f32::EPSILON; // 2^-23
@@ -19,6 +22,13 @@ fn cases() -> (Vec<[f32; 3]>, Vec<[f64; 2]>) {
         [1.0 + one_ulp, 1.0 + one_ulp, -(1.0 + 2.0 * one_ulp)],
         [0.1, 0.2, -0.02],
         [3.0, 1.0 / 3.0, -1.0],
+        // (1+2^-12)^2 = 1 + 2^-11 + 2^-24 is an f32 midpoint; + 2^-60 puts the
+        // exact sum just above it. Plain double rounding lands on the midpoint
+        // and rounds to even (down); the fused result rounds up.
+        [1.0 + 2f32.powi(-12), 1.0 + 2f32.powi(-12), 2f32.powi(-60)],
+        [-(1.0 + 2f32.powi(-12)), 1.0 + 2f32.powi(-12), -(2f32.powi(-60))],
+        // Exact cancellation gives +0.
+        [2.0, -0.5, 1.0],
     ];
     let mut d = vec![
         [1.0 + 2f64.powi(-24), 0.0],                   // exact tie: rounds to even (1.0)
@@ -41,7 +51,25 @@ fn cases() -> (Vec<[f32; 3]>, Vec<[f64; 2]>) {
     (f, d)
 }
 
-pub fn run(device: &Arc<Device>) -> Result<()> {
+/// How the contract's fused multiply-add is computed on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FmaMode {
+    /// `fma()` is fused and correctly rounded.
+    Hardware,
+    /// `fma()` is not fused; the exact f64 emulation (`shaders/include/fma.glsl`) is.
+    Emulated,
+}
+
+impl FmaMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            FmaMode::Hardware => "hardware",
+            FmaMode::Emulated => "emulated",
+        }
+    }
+}
+
+pub fn run(device: &Arc<Device>) -> Result<FmaMode> {
     let (f, d) = cases();
     let n = f.len().min(d.len());
     let (_, spirv) = shaders::shipped("selftest")?;
@@ -50,7 +78,7 @@ pub fn run(device: &Arc<Device>) -> Result<()> {
     let d_bytes: Vec<u8> = d[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let f_buf = Buffer::storage(device, f_bytes.len() as u64, "selftest f32 inputs")?;
     let d_buf = Buffer::storage(device, d_bytes.len() as u64, "selftest f64 inputs")?;
-    let out = Buffer::storage(device, (n * 5 * 4) as u64, "selftest results")?;
+    let out = Buffer::storage(device, (n * WORDS * 4) as u64, "selftest results")?;
     f_buf.upload(0, &f_bytes)?;
     d_buf.upload(0, &d_bytes)?;
     let group = BindGroup::new(&pipeline, vec![f_buf, d_buf, out.clone()])?;
@@ -58,28 +86,35 @@ pub fn run(device: &Arc<Device>) -> Result<()> {
     rec.dispatch(&group, &(n as u32).to_le_bytes(), [n.div_ceil(64) as u32, 1, 1])?;
     rec.submit()?;
     rec.wait()?;
-    let bytes = out.download(0, (n * 5 * 4) as u64)?;
+    let bytes = out.download(0, (n * WORDS * 4) as u64)?;
     let got: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     let name = &device.info.name;
+    let fail = |what: &str, i: usize, expected: u32, actual: u32| {
+        Error::Device(format!(
+            "device '{name}' failed the arithmetic self-test: {what} (case {i}: expected bits {expected:#010x}, got {actual:#010x}); \
+             it cannot run the bit-exact fp32 contract"
+        ))
+    };
+    let mut hardware_fma = true;
     for i in 0..n {
         let [a, b, c] = f[i];
         let [x, y] = d[i];
         let sum = (x + y).to_bits();
+        let r = &got[WORDS * i..WORDS * (i + 1)];
+        let fused = a.mul_add(b, c).to_bits();
         let checks = [
-            ("fma() is not fused (or not correctly rounded)", a.mul_add(b, c).to_bits(), got[5 * i]),
-            ("f32 multiply is not correctly rounded", (a * b).to_bits(), got[5 * i + 1]),
-            ("f64 -> f32 conversion does not round to nearest even", (x as f32).to_bits(), got[5 * i + 2]),
-            ("f64 add is not correctly rounded", sum as u32, got[5 * i + 3]),
-            ("f64 add is not correctly rounded", (sum >> 32) as u32, got[5 * i + 4]),
+            ("f32 multiply is not correctly rounded", (a * b).to_bits(), r[1]),
+            ("f64 -> f32 conversion does not round to nearest even", (x as f32).to_bits(), r[2]),
+            ("f64 add is not correctly rounded", sum as u32, r[3]),
+            ("f64 add is not correctly rounded", (sum >> 32) as u32, r[4]),
+            ("neither fma() nor its f64 emulation is correctly rounded", fused, r[5]),
         ];
         for (what, expected, actual) in checks {
             if expected != actual {
-                return Err(Error::Device(format!(
-                    "device '{name}' failed the arithmetic self-test: {what} (case {i}: expected bits {expected:#010x}, got {actual:#010x}); \
-                     it cannot run the bit-exact fp32 contract"
-                )));
+                return Err(fail(what, i, expected, actual));
             }
         }
+        hardware_fma &= r[0] == fused;
     }
-    Ok(())
+    Ok(if hardware_fma { FmaMode::Hardware } else { FmaMode::Emulated })
 }

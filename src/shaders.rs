@@ -33,8 +33,8 @@ pub struct CompileRequest<'a> {
 pub fn compile(req: &CompileRequest) -> Result<Vec<u32>> {
     let name = req.name;
     let fail = |what: &str| Error::Shader(format!("shader '{name}': {what}"));
-    let compiler = shaderc::Compiler::new().ok_or_else(|| fail("could not create the shaderc compiler"))?;
-    let mut options = shaderc::CompileOptions::new().ok_or_else(|| fail("could not create shaderc options"))?;
+    let compiler = shaderc::Compiler::new().map_err(|e| fail(&format!("could not create the shaderc compiler: {e}")))?;
+    let mut options = shaderc::CompileOptions::new().map_err(|e| fail(&format!("could not create shaderc options: {e}")))?;
     options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
     options.set_optimization_level(shaderc::OptimizationLevel::Zero);
     for (key, value) in &req.defines {

@@ -43,7 +43,7 @@ end
 
 --- The baseline shader compiled with a define, e.g. { DIVGPU_PERTURB = 1 }.
 function M.baseline_variant(defines)
-    return divgpu.compile(divgpu.shader_source("baseline"), { name = "baseline-variant", defines = defines })
+    return vk.shader(M.ctx(), "baseline", defines)
 end
 
 function M.assert_no_validation_messages()

@@ -57,7 +57,8 @@ local function device_option(value)
 end
 
 local function progress_printer(quiet)
-    if quiet or not stderr_is_terminal() then return nil, function() end end
+    local function nothing() end
+    if quiet or not stderr_is_terminal() then return nothing, nothing end
     local last = -1
     local driver = require "divgpu.driver"
     local function show(p)

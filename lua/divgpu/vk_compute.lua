@@ -12,16 +12,41 @@
 local divgpu = require "divgpu"
 
 local floor, min, max = math.floor, math.min, math.max
-local error, type, setmetatable, string_format = error, type, setmetatable, string.format
+local error, type, pairs, next, setmetatable, string_format =
+    error, type, pairs, next, setmetatable, string.format
 
 local _M = {}
 
---- Opens a device (see divgpu.open) and checks that its arithmetic meets the
---- fp32 contract (SPEC section 2). Raises on failure.
+-- Self-test result per context ("hardware" or "emulated" fma), weakly keyed.
+local fma_modes = setmetatable({}, { __mode = "k" })
+
+--- How the contract's fma is computed on ctx's device; runs the arithmetic
+--- self-test (SPEC section 2) the first time. Raises if the device fails it.
+function _M.fma_mode(ctx)
+    local mode = fma_modes[ctx]
+    if not mode then
+        mode = ctx:self_test()
+        fma_modes[ctx] = mode
+    end
+    return mode
+end
+
+--- Opens a device (see divgpu.open) and runs the self-test. Raises on failure.
 function _M.open(opts)
     local ctx = divgpu.open(opts or {})
-    ctx:self_test()
+    _M.fma_mode(ctx)
     return ctx
+end
+
+--- The shipped shader `name` built for ctx's device, with extra `defines`:
+--- the embedded SPIR-V when nothing needs changing, else compiled now (with
+--- DIVGPU_FMA_EMULATED on devices whose fma() is not fused).
+function _M.shader(ctx, name, defines)
+    local all = {}
+    for k, v in pairs(defines or {}) do all[k] = v end
+    if _M.fma_mode(ctx) == "emulated" then all.DIVGPU_FMA_EMULATED = 1 end
+    if next(all) == nil then return divgpu.shader(name) end
+    return divgpu.compile(divgpu.shader_source(name), { name = name, defines = all })
 end
 
 -- Threads per workgroup: a CPU device (lavapipe) gains nothing from wide
@@ -58,7 +83,7 @@ function _M.job(ctx, embeddings, opts)
     self.table_buffer = ctx:upload(embeddings:values(), "embeddings")
     self.inv_norm_buffer = ctx:upload(embeddings:inv_norms(), "inv_norm")
     self.pipeline = ctx:pipeline{
-        spirv = opts.spirv or divgpu.shader("baseline"),
+        spirv = opts.spirv or _M.shader(ctx, "baseline"),
         name = opts.name or "baseline",
         specialization = { [0] = wg, [1] = embeddings.dim },
     }
@@ -84,7 +109,7 @@ function Job:batch(starts, ring)
     local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
     b.centroids = ctx:upload(self.embeddings:gather_f64(starts), "centroids")
     b.masks = ctx:upload(divgpu.initial_masks(starts, self.n), "masks")
-    b.winners_buffer = ctx:buffer(count * ring * 4, "winners")
+    b.winners_buffer = ctx:buffer(count * ring * 4, "winners", "host")
     b.group = ctx:bind(self.pipeline, { self.table_buffer, self.inv_norm_buffer, b.centroids, b.masks, b.winners_buffer })
     b.recorder = ctx:recorder()
     return b

@@ -1,5 +1,5 @@
 // The fp32 contract of SPEC section 2, shared by every scan shape.
-// Needs: `centroid[]` (shared f32 copy of the centroid), `emb[]`, `inv_norm[]`.
+// Needs: `center[]` (shared f32 copy of the centroid), `emb[]`, `inv_norm[]`.
 //
 // DIVGPU_PERTURB (0 = off) exists only for the tests' non-vacuity twins: each
 // value changes one operation of the chain, and the parity tests must see the
@@ -8,8 +8,18 @@
 #define DIVGPU_PERTURB 0
 #endif
 
-const float SCORE_NONE = uintBitsToFloat(0x7f800000u);  // +inf: loses to every real score
+#define SCORE_NONE uintBitsToFloat(0x7f800000u)  // +inf: loses to every real score
 const uint INDEX_NONE = 0xffffffffu;
+
+#include "fma.glsl"
+
+// DIVGPU_FMA_EMULATED is defined by the driver when the device's self-test
+// found fma() unfused: the chain then uses the exact emulation instead.
+#ifdef DIVGPU_FMA_EMULATED
+#define contract_fma fma_emulated
+#else
+#define contract_fma fma
+#endif
 
 // score[j] = (sum_d fma(c[d], E[j][d], acc), d ascending) * inv_norm[j]
 float contract_score(uint j, uint dim) {
@@ -18,10 +28,10 @@ float contract_score(uint j, uint dim) {
     for (uint d = 0; d < dim; ++d) {
 #if DIVGPU_PERTURB == 1
         // Twin: multiply and add rounded separately (unfused).
-        precise float product = centroid[d] * emb[base + d];
+        precise float product = center[d] * emb[base + d];
         acc = acc + product;
 #else
-        acc = fma(centroid[d], emb[base + d], acc);
+        acc = contract_fma(center[d], emb[base + d], acc);
 #endif
     }
     precise float score = acc * inv_norm[j];

@@ -3,7 +3,7 @@
 //! never leaves a truncated output and never touches an existing one.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::Path;
 
 use crate::error::{Error, Result};

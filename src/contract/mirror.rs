@@ -125,3 +125,68 @@ pub fn check_job(table: &Table, starts: &[u32], length: usize) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::synth::clustered;
+
+    /// The contract written the plainest way: row-major, one candidate at a time.
+    fn naive(table: &Table, start: usize, length: usize) -> Vec<u32> {
+        let mut csum: Vec<f64> = table.row(start).iter().map(|&x| x as f64).collect();
+        let mut masked = vec![false; table.n];
+        masked[start] = true;
+        let mut out = vec![start as u32];
+        while out.len() < length {
+            let c: Vec<f32> = csum.iter().map(|&s| s as f32).collect();
+            let mut best = (f32::INFINITY, usize::MAX);
+            for j in 0..table.n {
+                if masked[j] {
+                    continue;
+                }
+                let mut acc = 0.0f32;
+                for d in 0..table.dim {
+                    acc = c[d].mul_add(table.row(j)[d], acc);
+                }
+                let s = acc * table.inv_norm[j];
+                if s < best.0 || (s == best.0 && j < best.1) {
+                    best = (s, j);
+                }
+            }
+            masked[best.1] = true;
+            out.push(best.1 as u32);
+            for d in 0..table.dim {
+                csum[d] += table.row(best.1)[d] as f64;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn vectorised_mirror_equals_the_naive_contract() {
+        for &(n, dim) in &[(37, 5), (70, 1), (129, 33)] {
+            let t = clustered(n, dim, 4, n as u64, 0.5).unwrap();
+            let starts: Vec<u32> = (0..n as u32).step_by(7).collect();
+            let got = run(&t, &starts, n).unwrap();
+            for (i, &s) in starts.iter().enumerate() {
+                assert_eq!(&got[i * n..(i + 1) * n], naive(&t, s as usize, n).as_slice(), "n={n} dim={dim} start={s}");
+            }
+        }
+    }
+
+    #[test]
+    fn ties_go_to_the_smallest_index() {
+        // Rows 1, 2 and 3 are identical: from start 0 the first pick among them is 1.
+        let data = vec![1.0, 0.0, -1.0, 0.5, -1.0, 0.5, -1.0, 0.5];
+        let t = Table::from_rows("t", 4, 2, data, None).unwrap();
+        assert_eq!(run(&t, &[0], 4).unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn job_arguments_are_checked() {
+        let t = clustered(10, 3, 2, 1, 0.5).unwrap();
+        assert!(run(&t, &[0], 11).is_err());
+        assert!(run(&t, &[0], 0).is_err());
+        assert!(run(&t, &[10], 2).unwrap_err().to_string().contains("start 10"));
+    }
+}

@@ -225,7 +225,7 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
             let v = x as f32;
             if !v.is_finite() {
                 return Err(de::Error::custom(format!(
-                    "row {}, column {col}: value {x} overflows f32",
+                    "row {}, column {col}: value {x:e} overflows f32",
                     self.row
                 )));
             }
@@ -322,5 +322,38 @@ impl<'de> Visitor<'de> for TopLevel {
             }
         }
         Ok(parsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_round_to_nearest_f64_then_to_f32() {
+        // Nearest f64 of this decimal is exactly 1 + 2^-24, a tie that rounds
+        // to even (1.0) in f32; a direct decimal -> f32 parse gives 1 + 2^-23.
+        let t = Table::parse_json("t", b"[[1.00000005960464477539062500000001, 1], [0.1, 2]]").unwrap();
+        assert_eq!(t.data[0], 1.0);
+        assert_eq!(t.data[2], 0.1f32);
+    }
+
+    #[test]
+    fn inv_norm_is_computed_in_f64_and_rounded_once() {
+        assert_eq!(inv_norm_of(&[3.0, 4.0]), 0.2f32);
+        assert_eq!(inv_norm_of(&[1.0, 1.0]), (1.0 / 2f64.sqrt()) as f32);
+    }
+
+    #[test]
+    fn bad_tables_name_the_row() {
+        let err = |s: &str| Table::parse_json("f.json", s.as_bytes()).unwrap_err().to_string();
+        assert!(err("[[1, 2], [3]]").contains("row 1 has 1 values"));
+        assert!(err("[[1, 2], [3, true]]").contains("row 1, column 1"));
+        assert!(err("[[1, 2], [0, 0]]").contains("row 1 is all zeros"));
+        assert!(err("[[1, 2], [1, 1e39]]").contains("overflows f32"));
+        assert!(err("[[1, 2]]").contains("at least 2"));
+        assert!(err("  ").contains("empty"));
+        assert!(err("[[1, 2], [1,").contains("truncated"));
+        assert!(err("[[1, 2], [1, 2]] x").starts_with("f.json: "));
     }
 }

@@ -80,9 +80,19 @@ impl UserData for Context {
     }
 
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        // ctx:buffer(bytes [, name]) -> an uninitialised device-local buffer.
-        m.add_method("buffer", |_, this, (size, name): (u64, Option<String>)| {
-            Ok(LuaBuffer(Buffer::storage(&this.0, size, name.as_deref().unwrap_or("buffer"))?))
+        // ctx:buffer(bytes [, name [, "device" | "host"]]) -> an uninitialised
+        // storage buffer; "host" puts it in host-visible memory, read back
+        // through its mapping (for results read after every submission).
+        m.add_method("buffer", |_, this, (size, name, memory): (u64, Option<String>, Option<String>)| {
+            let name = name.as_deref().unwrap_or("buffer");
+            let buffer = match memory.as_deref() {
+                None | Some("device") => Buffer::storage(&this.0, size, name)?,
+                Some("host") => Buffer::readback(&this.0, size, name)?,
+                Some(other) => {
+                    return Err(Error::Usage(format!("buffer(): memory must be \"device\" or \"host\", got \"{other}\"")).into())
+                }
+            };
+            Ok(LuaBuffer(buffer))
         });
         // ctx:upload(array [, name]) -> a device-local buffer holding the array.
         m.add_method("upload", |_, this, (array, name): (UserDataRef<HostArray>, Option<String>)| {
@@ -121,10 +131,9 @@ impl UserData for Context {
             Ok(LuaBindGroup(BindGroup::new(&pipeline.0, buffers)?))
         });
         m.add_method("recorder", |_, this, ()| Ok(LuaRecorder(Recorder::new(&this.0)?)));
-        m.add_method("self_test", |_, this, ()| {
-            crate::selftest::run(&this.0)?;
-            Ok(true)
-        });
+        // ctx:self_test() -> "hardware" | "emulated": how the contract's fma is
+        // computed on this device; raises if the device cannot meet the contract.
+        m.add_method("self_test", |_, this, ()| Ok(crate::selftest::run(&this.0)?.name()));
         m.add_method("validation_messages", |_, this, ()| Ok(this.0.validation_messages()));
         m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| {
             Ok(format!("divgpu.context<{}>", this.0.info.name))

@@ -17,6 +17,8 @@ pub struct Buffer {
     allocation: Option<Allocation>,
     pub size: u64,
     pub name: String,
+    /// Host-visible buffers are read through their mapping, without staging.
+    pub host_visible: bool,
 }
 
 impl Buffer {
@@ -57,7 +59,9 @@ impl Buffer {
             }
         };
         let bound = unsafe { device.raw.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) };
-        let buffer = Buffer { device: device.clone(), raw, allocation: Some(allocation), size, name: name.to_string() };
+        let host_visible = location != MemoryLocation::GpuOnly;
+        let buffer =
+            Buffer { device: device.clone(), raw, allocation: Some(allocation), size, name: name.to_string(), host_visible };
         bound.map_err(vk_err("vkBindBufferMemory"))?;
         Ok(buffer)
     }
@@ -68,6 +72,39 @@ impl Buffer {
             | vk::BufferUsageFlags::TRANSFER_SRC
             | vk::BufferUsageFlags::TRANSFER_DST;
         Ok(Arc::new(Self::create(device, size, usage, MemoryLocation::GpuOnly, name)?))
+    }
+
+    /// A storage buffer in host-visible memory that shaders write and the host
+    /// reads directly (the winners of each chunk): no staging copy, and no
+    /// extra submission that would queue behind work in flight.
+    pub fn readback(device: &Arc<Device>, size: u64, name: &str) -> Result<Arc<Buffer>> {
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST;
+        Ok(Arc::new(Self::create(device, size, usage, MemoryLocation::GpuToCpu, name)?))
+    }
+
+    /// Reads a host-visible buffer through its mapping. The caller has waited
+    /// for the submission that wrote it (whose end barrier makes shader
+    /// writes visible to the host).
+    pub fn read_mapped(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let allocation = self
+            .allocation
+            .as_ref()
+            .ok_or_else(|| Error::Device(format!("buffer '{}' has no memory", self.name)))?;
+        if !allocation.memory_properties().contains(vk::MemoryPropertyFlags::HOST_COHERENT) {
+            // Non-coherent memory: invalidate from the atom-aligned start to the
+            // end of the memory object (VK_WHOLE_SIZE needs no size alignment).
+            let atom = self.device.info.non_coherent_atom_size.max(1);
+            let start = (allocation.offset() + offset) / atom * atom;
+            // SAFETY: the memory object lives as long as `allocation`.
+            let memory = unsafe { allocation.memory() };
+            let range = [vk::MappedMemoryRange::default().memory(memory).offset(start).size(vk::WHOLE_SIZE)];
+            unsafe { self.device.raw.invalidate_mapped_memory_ranges(&range) }
+                .map_err(vk_err("vkInvalidateMappedMemoryRanges"))?;
+        }
+        let mapped = allocation
+            .mapped_slice()
+            .ok_or_else(|| Error::Device(format!("buffer '{}' is not host-mapped", self.name)))?;
+        Ok(mapped[offset as usize..(offset + len) as usize].to_vec())
     }
 
     fn mapped(&mut self) -> Result<&mut [u8]> {
@@ -115,6 +152,9 @@ impl Buffer {
         }
         if len == 0 {
             return Ok(Vec::new());
+        }
+        if self.host_visible {
+            return self.read_mapped(offset, len);
         }
         let mut staging = Self::create(
             &self.device,

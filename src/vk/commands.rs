@@ -221,6 +221,22 @@ impl Recorder {
             return Err(Error::Usage("nothing recorded to submit".into()));
         }
         let d = &self.device.raw;
+        // Makes this submission's shader writes visible to host reads of
+        // host-visible buffers once the fence has signalled.
+        let to_host = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+            .dst_access_mask(vk::AccessFlags::HOST_READ)];
+        unsafe {
+            d.cmd_pipeline_barrier(
+                self.cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &to_host,
+                &[],
+                &[],
+            )
+        };
         if self.queries != vk::QueryPool::null() {
             unsafe { d.cmd_write_timestamp(self.cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.queries, 1) };
         }

@@ -4,7 +4,7 @@
 //! pipelines and command recorders hold an `Arc<Device>`, so the garbage
 //! collector of Lua can drop them in any order and the device goes last.
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{c_void, CStr};
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +34,7 @@ pub struct DeviceInfo {
     pub max_workgroup_count: u32,
     pub max_storage_buffer_range: u32,
     pub max_push_constants_size: u32,
+    pub non_coherent_atom_size: u64,
     pub subgroup_size: u32,
     pub timestamp_period_ns: f32,
     pub timestamps: bool,
@@ -219,6 +220,7 @@ impl Instance {
             max_workgroup_count: limits.max_compute_work_group_count[0],
             max_storage_buffer_range: limits.max_storage_buffer_range,
             max_push_constants_size: limits.max_push_constants_size,
+            non_coherent_atom_size: limits.non_coherent_atom_size,
             subgroup_size: p11.subgroup_size,
             timestamp_period_ns: limits.timestamp_period,
             timestamps: timestamp_bits > 0,
@@ -360,10 +362,6 @@ impl Device {
 
     pub fn lock_allocator(&self) -> Result<std::sync::MutexGuard<'_, Allocator>> {
         self.allocator.lock().map_err(|_| Error::Device("allocator lock poisoned by an earlier panic".into()))
-    }
-
-    pub fn name_cstring(&self) -> CString {
-        CString::new(self.info.name.clone()).unwrap_or_default()
     }
 }
 

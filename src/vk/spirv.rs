@@ -35,9 +35,10 @@ pub struct Reflection {
 enum Type {
     Scalar(u32),
     Vector(u32, u32),
-    Array(u32, u32),
+    /// Element type is not needed: size = length * ArrayStride.
+    Array(u32),
     Struct(Vec<u32>),
-    Pointer(u32, u32),
+    Pointer(u32),
 }
 
 /// Reads the words of a SPIR-V module from bytes without assuming alignment.
@@ -91,13 +92,13 @@ pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
                 types.insert(a[0], Type::Vector(a[1], a[2]));
             }
             OP_TYPE_ARRAY if a.len() >= 3 => {
-                types.insert(a[0], Type::Array(a[1], a[2]));
+                types.insert(a[0], Type::Array(a[2]));
             }
             OP_TYPE_STRUCT if !a.is_empty() => {
                 types.insert(a[0], Type::Struct(a[1..].to_vec()));
             }
             OP_TYPE_POINTER if a.len() >= 3 => {
-                types.insert(a[0], Type::Pointer(a[1], a[2]));
+                types.insert(a[0], Type::Pointer(a[2]));
             }
             OP_CONSTANT if a.len() >= 3 => {
                 constants.insert(a[1], a[2]);
@@ -124,7 +125,7 @@ pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
             Some(Type::Vector(component, n)) => {
                 Ok(size_of(*component, types, constants, strides, offsets, depth + 1)? * n)
             }
-            Some(Type::Array(_, length)) => {
+            Some(Type::Array(length)) => {
                 let n = constants.get(length).ok_or("array length is not a plain constant")?;
                 let stride = strides.get(&id).ok_or("array without ArrayStride")?;
                 Ok(n * stride)
@@ -146,7 +147,7 @@ pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
     for &(pointer, id, storage) in &variables {
         match storage {
             STORAGE_PUSH_CONSTANT => {
-                let Some(Type::Pointer(_, pointee)) = types.get(&pointer) else {
+                let Some(Type::Pointer(pointee)) = types.get(&pointer) else {
                     return Err("push-constant variable without a pointer type".into());
                 };
                 push_constant_size = size_of(*pointee, &types, &constants, &strides, &offsets, 0)?;
@@ -164,5 +165,26 @@ pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
         }
     }
     binding_list.sort_unstable();
+    // Two blocks may alias one binding (e.g. float and vec4 views of a table).
+    binding_list.dedup();
     Ok(Reflection { push_constant_size, bindings: binding_list })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_shipped_baseline_shader() {
+        let (_, words) = crate::shaders::shipped("baseline").unwrap();
+        let r = reflect(words).unwrap();
+        assert_eq!(r.push_constant_size, 16);
+        assert_eq!(r.bindings, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(reflect(&[1, 2, 3, 4, 5]).is_err());
+        assert!(words_from_bytes(&[1, 2, 3]).is_err());
+    }
 }
