@@ -1,9 +1,17 @@
-//! Compiles the shipped shaders (`shaders/*.comp`) to SPIR-V at build time and
-//! embeds them, with their GLSL sources and includes, as `u32` arrays (no
-//! unaligned reinterpretation of bytes at run time).
+//! Compiles the shipped shaders to SPIR-V at build time and embeds them, with
+//! their GLSL sources, defines and includes, as `u32` arrays (no unaligned
+//! reinterpretation of bytes at run time).
+//!
+//! `scan.comp` holds every shape and precision of the job; each variant is one
+//! set of defines (VARIANTS). Every other `shaders/*.comp` is shipped as is.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+const SHAPES: &[(&str, &str)] =
+    &[("baseline", "SHAPE_BASELINE"), ("tiled", "SHAPE_TILED"), ("tile-dispatch", "SHAPE_TILE_DISPATCH")];
+const PRECISIONS: &[(&str, &[&str])] =
+    &[("", &[]), ("-fp16", &["DIVGPU_FP16"]), ("-fp16-exact", &["DIVGPU_FP16_EXACT"])];
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -27,14 +35,29 @@ fn main() {
 
     let compiler = shaderc::Compiler::new().expect("shaderc compiler");
     let mut out = String::new();
-    writeln!(out, "/// Shipped shaders: (name, GLSL source, SPIR-V words).").unwrap();
-    writeln!(out, "pub const SHIPPED: &[(&str, &str, &[u32])] = &[").unwrap();
+    // (name, file, defines)
+    let mut variants: Vec<(String, PathBuf, Vec<(String, String)>)> = Vec::new();
     for path in &sources {
         println!("cargo:rerun-if-changed={}", path.display());
-        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if stem == "scan" {
+            for (shape, shape_define) in SHAPES {
+                for (suffix, flags) in PRECISIONS {
+                    let mut defines = vec![("SHAPE".to_string(), shape_define.to_string())];
+                    defines.extend(flags.iter().map(|f| (f.to_string(), "1".to_string())));
+                    variants.push((format!("{shape}{suffix}"), path.clone(), defines));
+                }
+            }
+        } else {
+            variants.push((stem, path.clone(), Vec::new()));
+        }
+    }
+    writeln!(out, "/// Shipped shaders: (name, GLSL source, defines, SPIR-V words).").unwrap();
+    writeln!(out, "pub const SHIPPED: &[(&str, &str, &[(&str, &str)], &[u32])] = &[").unwrap();
+    for (name, path, defines) in &variants {
         let source = std::fs::read_to_string(path).expect("read shader");
-        let words = compile(&compiler, &source, path, &includes);
-        write!(out, "    ({name:?}, {source:?}, &[").unwrap();
+        let words = compile(&compiler, &source, path, &includes, defines);
+        write!(out, "    ({name:?}, {source:?}, &{defines:?}, &[").unwrap();
         for w in &words {
             write!(out, "{w},").unwrap();
         }
@@ -54,8 +77,17 @@ fn main() {
     std::fs::write(dest, out).expect("write shaders.rs");
 }
 
-fn compile(compiler: &shaderc::Compiler, source: &str, path: &Path, includes: &Path) -> Vec<u32> {
+fn compile(
+    compiler: &shaderc::Compiler,
+    source: &str,
+    path: &Path,
+    includes: &Path,
+    defines: &[(String, String)],
+) -> Vec<u32> {
     let mut options = shaderc::CompileOptions::new().expect("shaderc options");
+    for (k, v) in defines {
+        options.add_macro_definition(k, Some(v));
+    }
     options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
     options.set_optimization_level(shaderc::OptimizationLevel::Zero);
     let includes = includes.to_path_buf();

@@ -72,8 +72,8 @@ impl FmaMode {
 pub fn run(device: &Arc<Device>) -> Result<FmaMode> {
     let (f, d) = cases();
     let n = f.len().min(d.len());
-    let (_, spirv) = shaders::shipped("selftest")?;
-    let pipeline = Pipeline::new(device, "selftest", spirv, &[])?;
+    let shader = shaders::shipped("selftest")?;
+    let pipeline = Pipeline::new(device, "selftest", shader.spirv, &[])?;
     let f_bytes: Vec<u8> = f[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let d_bytes: Vec<u8> = d[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let f_buf = Buffer::storage(device, f_bytes.len() as u64, "selftest f32 inputs")?;

@@ -8,19 +8,23 @@ use crate::error::{Error, Result};
 
 include!(concat!(env!("OUT_DIR"), "/shaders.rs"));
 
-pub fn shipped(name: &str) -> Result<(&'static str, &'static [u32])> {
+pub struct Shipped {
+    pub source: &'static str,
+    /// The defines it was compiled with (a variant of a shared source).
+    pub defines: &'static [(&'static str, &'static str)],
+    pub spirv: &'static [u32],
+}
+
+pub fn shipped(name: &str) -> Result<Shipped> {
     SHIPPED
         .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, src, spv)| (*src, *spv))
-        .ok_or_else(|| {
-            let names: Vec<&str> = SHIPPED.iter().map(|(n, _, _)| *n).collect();
-            Error::Shader(format!("no shipped shader '{name}'; shipped: {}", names.join(", ")))
-        })
+        .find(|(n, ..)| *n == name)
+        .map(|&(_, source, defines, spirv)| Shipped { source, defines, spirv })
+        .ok_or_else(|| Error::Shader(format!("no shipped shader '{name}'; shipped: {}", shipped_names().join(", "))))
 }
 
 pub fn shipped_names() -> Vec<&'static str> {
-    SHIPPED.iter().map(|(n, _, _)| *n).collect()
+    SHIPPED.iter().map(|(n, ..)| *n).collect()
 }
 
 pub struct CompileRequest<'a> {

@@ -12,7 +12,7 @@ local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local ChunkController = require "divgpu.chunk_controller"
 
-local min, max, ceil = math.min, math.max, math.ceil
+local min, max, ceil, floor = math.min, math.max, math.ceil, math.floor
 local clock = os.clock
 local error, type = error, type
 
@@ -37,16 +37,34 @@ local function now()
 end
 _M.now = now()
 
+--- driver.run(opts) -> result, stats. opts:
+---   ctx, embeddings, starts (u32 array), length        required
+---   shape, precision, tile_size, workgroup_size, spirv  passed to vk_compute.job
+---   job            a job made earlier with vk_compute.job (instead of the above)
+---   batch          sequences per batch (default: from the device's limits)
+---   in_flight      submissions kept in flight (default 2): the CPU records
+---                  chunk n+1 while the GPU runs chunk n
+---   target_seconds GPU time each submission aims at (default 0.25)
+---   on_progress    function(progress) called after every chunk
 function _M.run(opts)
     local e, starts, length = opts.embeddings, opts.starts, opts.length
     if type(opts.ctx) ~= "userdata" then error("driver.run: ctx is required", 2) end
     if type(starts) ~= "userdata" then error("driver.run: starts must be a u32 array", 2) end
+    local in_flight = opts.in_flight or 2
+    if type(in_flight) ~= "number" or in_flight < 1 or in_flight % 1 ~= 0 then
+        error("driver.run: in_flight must be a positive integer", 2)
+    end
     divgpu.check_job(e, starts, length)
     local now_ = _M.now
     local t0 = now_()
-    local job = vk.job(opts.ctx, e, { spirv = opts.spirv, name = opts.shader_name,
-                                      workgroup_size = opts.workgroup_size })
-    local ring = min(opts.ring or DEFAULT_RING, max(1, length))
+    local job = opts.job or vk.job(opts.ctx, e, {
+        shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size,
+        spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size })
+    -- Chunks in flight write disjoint slots of the ring: each chunk is at most
+    -- ring / in_flight steps.
+    local ring = min(opts.ring or DEFAULT_RING, max(1, length) * in_flight)
+    ring = max(ring, in_flight)
+    local chunk_cap = floor(ring / in_flight)
     local total = #starts
     local batch_size = opts.batch or job:max_batch(ring)
     if batch_size < 1 then error("driver.run: batch must be >= 1", 2) end
@@ -54,7 +72,7 @@ function _M.run(opts)
     local result = divgpu.array("u32", total * length)
     local batches = ceil(total / batch_size)
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size,
-                    workgroup_size = job.workgroup_size }
+                    workgroup_size = job.workgroup_size, chunk_sizes = {} }
     local steps_total, steps_done = batches * (length - 1), 0
     for b = 0, batches - 1 do
         local first = b * batch_size
@@ -65,29 +83,41 @@ function _M.run(opts)
             ids[i] = s
             result[(first + i - 1) * length + 1] = s  -- step 0 is the start itself
         end
-        local batch = job:batch(ids, ring)
+        local batch = job:batch(ids, ring, in_flight)
         local controller = ChunkController.new{
             target_seconds = opts.target_seconds or 0.25,
-            max_iterations = ring,
+            max_iterations = chunk_cap,
         }
-        local t = 1
-        while t < length do
-            local n = controller:next_chunk(length - t)
-            local wall = now_()
-            batch:record(t, n)
-            batch:submit()
-            local gpu = batch:wait()
-            wall = now_() - wall
-            controller:observe(n, gpu or wall)
-            stats.gpu_seconds = stats.gpu_seconds + (gpu or wall)
+        -- A queue of submitted chunks, oldest first.
+        local queue, head, tail = {}, 1, 0
+        local next_step, free = 1, 1
+        while next_step < length or head <= tail do
+            -- Keep up to in_flight chunks on the GPU.
+            while next_step < length and tail - head + 1 < in_flight do
+                local n = controller:next_chunk(length - next_step)
+                local rec = batch.recorders[free]
+                free = free % in_flight + 1
+                batch:record(next_step, n, rec)
+                batch:submit(rec)
+                tail = tail + 1
+                queue[tail] = { rec = rec, first = next_step, n = n, wall = now_() }
+                next_step = next_step + n
+            end
+            local c = queue[head]
+            queue[head] = nil
+            head = head + 1
+            local gpu = batch:wait(c.rec)
+            local seconds = gpu or (now_() - c.wall)
+            controller:observe(c.n, seconds)
+            stats.gpu_seconds = stats.gpu_seconds + seconds
             stats.chunks = stats.chunks + 1
-            divgpu.store_winners(result, batch:winners(), first, count, ring, t, n, length)
-            t = t + n
-            steps_done = steps_done + n
+            stats.chunk_sizes[#stats.chunk_sizes + 1] = c.n
+            divgpu.store_winners(result, batch:winners(), first, count, ring, c.first, c.n, length)
+            steps_done = steps_done + c.n
             if opts.on_progress then
-                opts.on_progress{ batch = b + 1, batches = batches, step = t, length = length,
+                opts.on_progress{ batch = b + 1, batches = batches, step = c.first + c.n, length = length,
                                   done = steps_done, total = steps_total, elapsed = now_() - t0,
-                                  chunk = n }
+                                  chunk = c.n }
             end
         end
     end

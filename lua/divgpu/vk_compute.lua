@@ -12,8 +12,8 @@
 local divgpu = require "divgpu"
 
 local floor, min, max = math.floor, math.min, math.max
-local error, type, pairs, next, setmetatable, string_format =
-    error, type, pairs, next, setmetatable, string.format
+local error, type, pairs, next, tostring, setmetatable, string_format =
+    error, type, pairs, next, tostring, setmetatable, string.format
 
 local _M = {}
 
@@ -42,11 +42,13 @@ end
 --- the embedded SPIR-V when nothing needs changing, else compiled now (with
 --- DIVGPU_FMA_EMULATED on devices whose fma() is not fused).
 function _M.shader(ctx, name, defines)
-    local all = {}
-    for k, v in pairs(defines or {}) do all[k] = v end
-    if _M.fma_mode(ctx) == "emulated" then all.DIVGPU_FMA_EMULATED = 1 end
-    if next(all) == nil then return divgpu.shader(name) end
-    return divgpu.compile(divgpu.shader_source(name), { name = name, defines = all })
+    local extra = {}
+    for k, v in pairs(defines or {}) do extra[k] = v end
+    if _M.fma_mode(ctx) == "emulated" then extra.DIVGPU_FMA_EMULATED = 1 end
+    if next(extra) == nil then return divgpu.shader(name) end
+    local source, all = divgpu.shader_source(name)
+    for k, v in pairs(extra) do all[k] = v end
+    return divgpu.compile(source, { name = name, defines = all })
 end
 
 -- Threads per workgroup: a CPU device (lavapipe) gains nothing from wide
@@ -59,16 +61,34 @@ end
 local Job = {}
 Job.__index = Job
 
---- vk.job(ctx, embeddings, opts) -> job. opts: workgroup_size, spirv (a
---- compiled variant of the baseline shader, for experiments and tests).
+_M.SHAPES = { baseline = true, tiled = true, ["tile-dispatch"] = true }
+_M.PRECISIONS = { fp32 = "", fp16 = "-fp16", ["fp16-exact"] = "-fp16-exact" }
+
+--- vk.job(ctx, embeddings, opts) -> job. opts:
+---   shape        "baseline" (default) | "tiled" | "tile-dispatch"
+---   precision    "fp32" (default) | "fp16" | "fp16-exact". For "fp16", pass
+---                the table E' = (f32)E16 (divgpu.load_fp16 or :fp16_rounded()).
+---   tile_size    candidates per tile (tiled shapes; required there)
+---   workgroup_size, spirv (a compiled variant, for experiments and tests)
 function _M.job(ctx, embeddings, opts)
     opts = opts or {}
     if type(embeddings) ~= "userdata" then
         error("vk_compute.job: embeddings must be a table loaded with divgpu.load_embeddings", 2)
     end
+    local shape, precision = opts.shape or "baseline", opts.precision or "fp32"
+    if not _M.SHAPES[shape] then error("vk_compute.job: unknown shape '" .. tostring(shape) .. "'", 2) end
+    local suffix = _M.PRECISIONS[precision]
+    if not suffix then error("vk_compute.job: unknown precision '" .. tostring(precision) .. "'", 2) end
+    local tile_size = opts.tile_size
+    if shape ~= "baseline" and (type(tile_size) ~= "number" or tile_size < 1 or tile_size % 1 ~= 0) then
+        error("vk_compute.job: shape '" .. shape .. "' needs a tile_size >= 1", 2)
+    end
     local info = ctx.info
+    if precision ~= "fp32" and not info.storage_buffer_16bit then
+        error(string_format("device '%s' lacks 16-bit storage: precision %s is not available", info.name, precision), 2)
+    end
     local wg = opts.workgroup_size or default_workgroup(info)
-    local shared = embeddings.dim * 4 + wg * 8
+    local shared = embeddings.dim * 4 + wg * (precision == "fp16-exact" and 16 or 8)
     if shared > info.max_shared_memory then
         error(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
             embeddings.dim, shared, wg, info.name, info.max_shared_memory), 2)
@@ -79,62 +99,108 @@ function _M.job(ctx, embeddings, opts)
         n = embeddings.n,
         dim = embeddings.dim,
         workgroup_size = wg,
+        shape = shape,
+        precision = precision,
+        tile_size = tile_size,
+        shader_name = shape .. suffix,
     }, Job)
-    self.table_buffer = ctx:upload(embeddings:values(), "embeddings")
+    if precision == "fp16" then
+        -- E' holds exactly the half values: converting back is lossless.
+        self.table_buffer = ctx:upload(embeddings:to_fp16(), "embeddings fp16")
+    else
+        self.table_buffer = ctx:upload(embeddings:values(), "embeddings")
+    end
+    if precision == "fp16-exact" then
+        self.half_buffer = ctx:upload(embeddings:to_fp16(), "embeddings fp16 filter")
+    end
     self.inv_norm_buffer = ctx:upload(embeddings:inv_norms(), "inv_norm")
     self.pipeline = ctx:pipeline{
-        spirv = opts.spirv or _M.shader(ctx, "baseline"),
-        name = opts.name or "baseline",
+        spirv = opts.spirv or _M.shader(ctx, self.shader_name),
+        name = opts.name or self.shader_name,
         specialization = { [0] = wg, [1] = embeddings.dim },
     }
     return self
+end
+
+--- Bytes each sequence of a batch needs in its largest buffer.
+function Job:bytes_per_sequence(ring)
+    local words = floor((self.n + 31) / 32)
+    local most = max(self.dim * 8, words * 4, ring * 4)
+    if self.precision == "fp16-exact" then most = max(most, self.n * 4) end
+    return most
 end
 
 --- The largest batch whose per-batch buffers fit the device's buffer range,
 --- capped at `cap` (default 4096 sequences).
 function Job:max_batch(ring, cap)
     local range = self.ctx.info.max_storage_buffer_range
-    local words = floor((self.n + 31) / 32)
-    local per_sequence = max(self.dim * 8, words * 4, ring * 4)
-    return max(1, min(cap or 4096, floor(range / per_sequence), self.ctx.info.max_workgroup_count))
+    return max(1, min(cap or 4096, floor(range / self:bytes_per_sequence(ring)), self.ctx.info.max_workgroup_count))
 end
 
 local Batch = {}
 Batch.__index = Batch
 
---- job:batch(starts, ring) -> batch of #starts sequences, step 0 done.
-function Job:batch(starts, ring)
+--- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0
+--- done, with `in_flight` recorders (default 1) to cycle through.
+function Job:batch(starts, ring, in_flight)
     local count = #starts
     local ctx = self.ctx
     local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
     b.centroids = ctx:upload(self.embeddings:gather_f64(starts), "centroids")
     b.masks = ctx:upload(divgpu.initial_masks(starts, self.n), "masks")
     b.winners_buffer = ctx:buffer(count * ring * 4, "winners", "host")
-    b.group = ctx:bind(self.pipeline, { self.table_buffer, self.inv_norm_buffer, b.centroids, b.masks, b.winners_buffer })
-    b.recorder = ctx:recorder()
+    local buffers = { self.table_buffer, self.inv_norm_buffer, b.centroids, b.masks, b.winners_buffer }
+    if self.shape == "tile-dispatch" then
+        buffers[#buffers + 1] = ctx:buffer(count * 16, "carried best")
+    end
+    if self.precision == "fp16-exact" then
+        buffers[#buffers + 1] = self.half_buffer
+        buffers[#buffers + 1] = ctx:buffer(count * self.n * 4, "filter scores")
+    end
+    b.group = ctx:bind(self.pipeline, buffers)
+    b.recorders = {}
+    for i = 1, in_flight or 1 do b.recorders[i] = ctx:recorder() end
+    b.recorder = b.recorders[1]
     return b
 end
 
---- Records steps first .. first+count-1 (one dispatch per step).
-function Batch:record(first, count)
+local PHASE_SCAN, PHASE_DECIDE = 0, 1
+
+--- Records steps first .. first+count-1 on `rec` (default: the first recorder).
+function Batch:record(first, count, rec)
     if count > self.ring then
         error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 2)
     end
-    local job, rec, group = self.job, self.recorder, self.group
+    rec = rec or self.recorder
+    local job, group, groups = self.job, self.group, self.count
+    local n, dim, ring, shape, tile = job.n, job.dim, self.ring, job.shape, job.tile_size
     for t = first, first + count - 1 do
-        rec:dispatch(group, { job.n, job.dim, t, self.ring }, self.count)
+        if shape == "baseline" then
+            rec:dispatch(group, { n, dim, t, ring }, groups)
+        elseif shape == "tiled" then
+            rec:dispatch(group, { n, dim, t, ring, tile }, groups)
+        else
+            for begin = 0, n - 1, tile do
+                rec:dispatch(group, { n, dim, t, ring, begin, min(begin + tile, n), PHASE_SCAN }, groups)
+                -- Hard grid sync: every workgroup finishes this tile before any starts the next.
+                rec:barrier()
+            end
+            if job.precision == "fp16-exact" then
+                rec:dispatch(group, { n, dim, t, ring, 0, n, PHASE_DECIDE }, groups)
+            end
+        end
         -- Orders this step's updates (mask, centroid) before the next step's scan.
         rec:barrier()
     end
 end
 
-function Batch:submit()
-    self.recorder:submit()
+function Batch:submit(rec)
+    (rec or self.recorder):submit()
 end
 
 --- Waits; returns the GPU seconds of the submission (nil without timestamps).
-function Batch:wait()
-    return self.recorder:wait()
+function Batch:wait(rec)
+    return (rec or self.recorder):wait()
 end
 
 function Batch:winners()

@@ -1,5 +1,6 @@
 // The fp32 contract of SPEC section 2, shared by every scan shape.
-// Needs: `center[]` (shared f32 copy of the centroid), `emb[]`, `inv_norm[]`.
+// Needs, declared before the include: `center[]` (shared f32 copy of the
+// centroid), the bindings (bindings.glsl) and LOAD_EMB.
 //
 // DIVGPU_PERTURB (0 = off) exists only for the tests' non-vacuity twins: each
 // value changes one operation of the chain, and the parity tests must see the
@@ -28,10 +29,10 @@ float contract_score(uint j, uint dim) {
     for (uint d = 0; d < dim; ++d) {
 #if DIVGPU_PERTURB == 1
         // Twin: multiply and add rounded separately (unfused).
-        precise float product = center[d] * emb[base + d];
+        precise float product = center[d] * LOAD_EMB(base + d);
         acc = acc + product;
 #else
-        acc = contract_fma(center[d], emb[base + d], acc);
+        acc = contract_fma(center[d], LOAD_EMB(base + d), acc);
 #endif
     }
     precise float score = acc * inv_norm[j];
@@ -52,7 +53,7 @@ float contract_centroid(double sum) {
 bool contract_better(float s, uint j, float best, uint best_j) {
 #if DIVGPU_PERTURB == 3
     // Twin: ties go to the larger index.
-    return s < best || (s == best && j > best_j && best_j != INDEX_NONE) || best_j == INDEX_NONE;
+    return best_j == INDEX_NONE || s < best || (s == best && j > best_j);
 #else
     return s < best || (s == best && j < best_j);
 #endif

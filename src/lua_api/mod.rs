@@ -69,6 +69,17 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
+    // divgpu.convert_fp16(json_path) -> bin_path, meta_path
+    m.set(
+        "convert_fp16",
+        lua.create_function(|_, path: String| Ok(crate::contract::fp16::convert(&path)?))?,
+    )?;
+    // divgpu.load_fp16(json_path) -> the table E' = (f32)E16 from the .bin next to it
+    m.set(
+        "load_fp16",
+        lua.create_function(|_, path: String| Ok(Embeddings(Arc::new(crate::contract::fp16::load(&path)?))))?,
+    )?;
+
     m.set(
         "load_embeddings",
         lua.create_function(|_, path: String| Ok(Embeddings(Arc::new(Table::load_json(&path)?))))?,
@@ -126,15 +137,26 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
-    // divgpu.shader(name) -> the shipped SPIR-V; divgpu.shader_source(name) -> its GLSL
+    // divgpu.shader(name) -> the shipped SPIR-V;
+    // divgpu.shader_source(name) -> its GLSL source and a table of its defines
     m.set(
         "shader",
         lua.create_function(|_, name: String| {
-            let (_, words) = shaders::shipped(&name)?;
-            Ok(Spirv { name, words: words.to_vec() })
+            let shader = shaders::shipped(&name)?;
+            Ok(Spirv { name, words: shader.spirv.to_vec() })
         })?,
     )?;
-    m.set("shader_source", lua.create_function(|_, name: String| Ok(shaders::shipped(&name)?.0))?)?;
+    m.set(
+        "shader_source",
+        lua.create_function(|lua, name: String| {
+            let shader = shaders::shipped(&name)?;
+            let defines = lua.create_table()?;
+            for (k, v) in shader.defines {
+                defines.set(*k, *v)?;
+            }
+            Ok((shader.source, defines))
+        })?,
+    )?;
     m.set("shader_names", lua.create_function(|_, ()| Ok(shaders::shipped_names()))?)?;
     m.set(
         "include_source",

@@ -176,10 +176,14 @@ mod tests {
 
     #[test]
     fn reads_the_shipped_baseline_shader() {
-        let (_, words) = crate::shaders::shipped("baseline").unwrap();
-        let r = reflect(words).unwrap();
+        let r = reflect(crate::shaders::shipped("baseline").unwrap().spirv).unwrap();
         assert_eq!(r.push_constant_size, 16);
         assert_eq!(r.bindings, vec![0, 1, 2, 3, 4]);
+        let r = reflect(crate::shaders::shipped("tiled").unwrap().spirv).unwrap();
+        assert_eq!(r.push_constant_size, 20);
+        let r = reflect(crate::shaders::shipped("tile-dispatch-fp16-exact").unwrap().spirv).unwrap();
+        assert_eq!(r.push_constant_size, 32);
+        assert_eq!(r.bindings, vec![0, 1, 2, 3, 4, 5, 6, 7]);
     }
 
     #[test]

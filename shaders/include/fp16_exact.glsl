@@ -1,0 +1,56 @@
+// fp16-exact (SPEC section 3): half loads filter the candidates, the fp32
+// contract decides. Output is bit-identical to the fp32 contract.
+//
+// Filter score of candidate j (filter_chain): f_j = fl(chain(c, h_j)) * inv_norm[j], the same
+// chain as the contract but over h = (f32)E16[j] (the half-rounded row).
+// Claim: |f_j - s_j| <= B_j for the contract's score s_j, with
+//   B_j = SCALE * ( |c|_2 * K1 + inv_norm[j] * |c|_1 * K2 + 2^-140 ),
+//   K1 = 2*g_D + 2^-11 + 5u + 2^-20,  K2 = 2^-24,
+//   u = 2^-24, g_D = D*u / (1 - D*u), SCALE = 2 (DIVGPU_BOUND_SCALE).
+// Proof. Let a = chain(c, e) and a' = chain(c, h) (each step one fma, one
+// rounding), A = sum|c_d||e_d|, A' = sum|c_d||h_d|.
+//  1. Recursive fma summation: |a - c.e| <= g_D A and |a' - c.h| <= g_D A'.
+//  2. Half rounding to nearest: |e_d - h_d| <= 2^-11 |e_d| + 2^-25 (the second
+//     term covers the subnormal range, spacing 2^-24), so
+//     |c.e - c.h| <= 2^-11 A + 2^-25 |c|_1; also A' <= (1 + 2^-11) A + 2^-25 |c|_1.
+//  3. The final f32 multiply: s = a*inv*(1+d1), f = a'*inv*(1+d2), |d| <= u
+//     (plus at most 2^-149 absolute each when the product is subnormal).
+//  4. inv_norm[j] is 1/|e|_2 rounded once to f32 from an f64 value, so
+//     inv*|e|_2 <= 1 + 2u, and by Cauchy-Schwarz inv*A <= |c|_2 (1 + 2u).
+//  Summing: |s - f| <= inv*(|a - a'|) + u*inv*(|a| + |a'|) + 2^-148
+//    <= |c|_2 [2 g_D + 2^-11 + 2u(2 + 2^-11)] (1 + 2u)(1 + g_D)(1 + 2^-11)
+//       + inv |c|_1 2^-25 (1 + g_D + u) + 2^-148,
+//  and every factor above is covered by K1, K2 and the 2^-140 term with room
+//  to spare; SCALE = 2 doubles that again for the f64 evaluation of B_j.
+// Selection. Let T = min_k (f_k + B_k) over unmasked k. The contract's winner w
+// has s_w <= s_k for all k, so f_w - B_w <= s_w <= s_k <= f_k + B_k, i.e.
+// f_w - B_w <= T. Every candidate with f_j - B_j <= T is rescored exactly and
+// the contract's order picks among them; w is among them, and so is every
+// candidate tied with it, so the tie rule gives the same index.
+// The twin test shrinks SCALE (DIVGPU_BOUND_SCALE) and must see the output change.
+#ifndef DIVGPU_BOUND_SCALE
+#define DIVGPU_BOUND_SCALE 2.0
+#endif
+
+float filter_chain(uint j, uint dim) {
+    precise float acc = 0.0;
+    const uint base = j * dim;
+    for (uint d = 0; d < dim; ++d) {
+        acc = contract_fma(center[d], float(emb16[base + d]), acc);
+    }
+    precise float score = acc * inv_norm[j];
+    return score;
+}
+
+// K1 of the bound for D values per row.
+double bound_k1(uint dim) {
+    const double u = 1.0 / 16777216.0;  // 2^-24
+    const double g = double(dim) * u / (1.0 - double(dim) * u);
+    return 2.0 * g + 1.0 / 2048.0 + 5.0 * u + 1.0 / 1048576.0;
+}
+
+double filter_bound(uint j, double norm2, double norm1, double k1) {
+    const double k2 = 1.0 / 16777216.0;
+    const double tiny = 7.174648137343064e-43;  // 2^-140
+    return double(DIVGPU_BOUND_SCALE) * (norm2 * k1 + double(inv_norm[j]) * norm1 * k2 + tiny);
+}
