@@ -7,11 +7,15 @@ local io_stderr, io_stdout = io.stderr, io.stdout
 local string_format, floor, min = string.format, math.floor, math.min
 local tostring, tonumber, error, ipairs = tostring, tonumber, error, ipairs
 
+local _M = {}  -- helpers shared with the bench command
+
 local DEFAULT_EMBEDDINGS = "assets/embeddings/all-MiniLM-L6-v2/embeddings.json"
+_M.DEFAULT_EMBEDDINGS = DEFAULT_EMBEDDINGS
 
 local function fail(fmt, ...)
     error({ divgpu_user_error = string_format(fmt, ...) }, 0)
 end
+_M.fail = fail
 
 local function stderr_is_terminal()
     local ok, ffi = pcall(require, "ffi")
@@ -76,36 +80,90 @@ local function progress_printer(quiet)
     return show, finish
 end
 
+local function positive_integer(value, option)
+    local n = tonumber(value)
+    if not n or n < 1 or n % 1 ~= 0 then fail("%s '%s' is not a positive integer", option, tostring(value)) end
+    return n
+end
+
+--- Loads the table a precision runs on: fp16 reads embeddings_fp16.bin next
+--- to the JSON (E' = (f32)E16); fp32 and fp16-exact read the JSON.
+local function load_for(divgpu, path, precision)
+    if precision == "fp16" then return divgpu.load_fp16(path) end
+    return divgpu.load_embeddings(path)
+end
+
+local CONTRACT = { fp32 = "fp32", fp16 = "fp16", ["fp16-exact"] = "fp32" }
+
+--- The tile size for a shape ("auto": from the L2 size), and a line saying
+--- where it came from; nil for the baseline shape.
+local function choose_tile(ctx, e, shape, precision, tile_option, l2_option, measure)
+    if shape == "baseline" then return nil end
+    local tiles = require "divgpu.tiles"
+    if tile_option ~= "auto" then
+        local t = positive_integer(tile_option, "--tile-size")
+        return t, string_format("tile size %d candidates (given with --tile-size)", t)
+    end
+    local l2_bytes = l2_option and positive_integer(l2_option, "--l2-bytes")
+    local measured
+    if measure then measured = require("divgpu.l2_probe").measure(ctx) end
+    local l2, source = tiles.l2_bytes(ctx.info, { l2_bytes = l2_bytes, measured = measured })
+    if not l2 then fail("%s", source) end
+    local bpv = tiles.BYTES_PER_VALUE[precision]
+    local t = tiles.tile_size(l2, e.dim, bpv)
+    return t, string_format("tile size %d candidates = floor(%d B L2 x 0.85 / (%d dims x %d B)); L2 from the %s",
+        t, l2, e.dim, bpv, source)
+end
+
+local function check_choice(value, allowed, option)
+    for _, v in ipairs(allowed) do if v == value then return value end end
+    fail("%s '%s' is not one of: %s", option, tostring(value), table.concat(allowed, ", "))
+end
+
+local SHAPE_NAMES = { "baseline", "tiled", "tile-dispatch" }
+local PRECISION_NAMES = { "fp32", "fp16", "fp16-exact" }
+
 local function cmd_run(a)
     local divgpu = require "divgpu"
     local vk = require "divgpu.vk_compute"
     local driver = require "divgpu.driver"
-    local e = divgpu.load_embeddings(a.embeddings)
+    local shape = check_choice(a.shape, SHAPE_NAMES, "--shape")
+    local precision = check_choice(a.precision, PRECISION_NAMES, "--precision")
+    local in_flight = positive_integer(a.in_flight, "--in-flight")
+    local e = load_for(divgpu, a.embeddings, precision)
     local starts = parse_starts(divgpu, a.starts, e.n)
     local length = a.length and tonumber(a.length) or e.n
     if not length or length % 1 ~= 0 or length < 1 or length > e.n then
         fail("--length %s is out of range: it must be between 1 and the number of items, %d", tostring(a.length), e.n)
     end
-    local batch = a.batch and tonumber(a.batch)
-    if a.batch and (not batch or batch < 1 or batch % 1 ~= 0) then fail("--batch '%s' is not a positive integer", a.batch) end
+    local batch = a.batch and positive_integer(a.batch, "--batch")
     local ctx = vk.open{ device = device_option(a.device) }
+    local tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
     local show, finish = progress_printer(a.quiet)
     if not a.quiet then
-        io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d)\n",
-            #starts, length, ctx.info.name, e.n, e.dim))
+        io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %d in flight, fma %s\n",
+            #starts, length, ctx.info.name, e.n, e.dim, shape, precision, in_flight, vk.fma_mode(ctx)))
+        if tile_note then io_stderr:write("divgpu: ", tile_note, "\n") end
     end
     local result, stats = driver.run{
         ctx = ctx, embeddings = e, starts = starts, length = length, batch = batch,
+        shape = shape, precision = precision, tile_size = tile, in_flight = in_flight,
         target_seconds = tonumber(a.target_ms) / 1000, on_progress = show,
     }
     finish()
-    divgpu.write_cache(a.out, { contract = "fp32", table = e, length = length, sequences = result })
+    divgpu.write_cache(a.out, { contract = CONTRACT[precision], table = e, length = length, sequences = result })
     if not a.quiet then
         io_stderr:write(string_format(
             "divgpu: done in %.2f s wall, %.2f s GPU, %d batch(es) of up to %d, %d submissions\n",
             stats.wall_seconds, stats.gpu_seconds, stats.batches, stats.batch_size, stats.chunks))
     end
     io_stdout:write(a.out, "\n")
+end
+
+local function cmd_convert_fp16(a)
+    local divgpu = require "divgpu"
+    local bin, meta = divgpu.convert_fp16(a.embeddings)
+    io_stdout:write(bin, "\n", meta, "\n")
 end
 
 local function cmd_verify(a)
@@ -168,6 +226,18 @@ end
 
 local function cmd_info(a)
     local divgpu = require "divgpu"
+    if a.measure_l2 then
+        local vk = require "divgpu.vk_compute"
+        local ctx = vk.open{ device = device_option(a.device) }
+        local opts = a.max_mib and { max_bytes = positive_integer(a.max_mib, "--max-mib") * 1048576 } or nil
+        local knee, points = require("divgpu.l2_probe").measure(ctx, opts)
+        io_stdout:write(string_format("%s: read bandwidth by working-set size\n", ctx.info.name))
+        for _, p in ipairs(points) do
+            io_stdout:write(string_format("  %10.2f MiB  %9.1f GB/s\n", p.bytes / 1048576, p.gbps))
+        end
+        io_stdout:write(string_format("measured L2 size (bandwidth knee): %d bytes (%.1f MiB)\n", knee, knee / 1048576))
+        return
+    end
     local devices = divgpu.devices{}
     if #devices == 0 then fail("no Vulkan devices found") end
     local yes = function(b) return b and "yes" or "no" end
@@ -185,6 +255,12 @@ local function cmd_info(a)
     end
 end
 
+_M.positive_integer = positive_integer
+_M.choose_tile = choose_tile
+_M.check_choice = check_choice
+_M.device_option = device_option
+_M.SHAPE_NAMES, _M.PRECISION_NAMES = SHAPE_NAMES, PRECISION_NAMES
+
 local function build_parser()
     local p = argparse("divgpu", "Diversity sequences on the GPU (Vulkan compute), bit-exact on every device.")
     p:command_target("command")
@@ -198,7 +274,17 @@ local function build_parser()
     run:option("--batch", "Sequences per GPU batch. Default: from the device's limits.")
     run:option("--device", "Device index or name substring (see 'divgpu info'). Default: a discrete GPU.")
     run:option("--target-ms", "GPU time each submission aims at, in milliseconds.", "250")
+    run:option("--shape", "Shape of the GPU work: baseline, tiled or tile-dispatch (SPEC section 5).", "baseline")
+    run:option("--in-flight", "Submissions kept in flight (the CPU records the next while the GPU runs one).", "2")
+    run:option("--precision", "fp32 (the contract), fp16 (reads embeddings_fp16.bin; own contract) "
+        .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")
+    run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size).", "auto")
+    run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
+    run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
     run:flag("--quiet", "No progress or summary on stderr.")
+
+    local convert = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json.")
+    convert:argument("embeddings", "The embeddings.json to convert.")
 
     local verify = p:command("verify", "Check a cache against the CPU mirror; names the first difference.")
     verify:option("--embeddings", "embeddings.json the cache was made from.", DEFAULT_EMBEDDINGS)
@@ -213,7 +299,12 @@ local function build_parser()
     synth:option("--seed", "Random seed.", "1")
     synth:option("--out", "File to write (atomically)."):args(1)
 
-    p:command("info", "List the Vulkan devices and their features.")
+    local info = p:command("info", "List the Vulkan devices and their features.")
+    info:flag("--measure-l2", "Measure the L2 size of a device with a read-bandwidth sweep.")
+    info:option("--device", "Device to measure (index or name substring).")
+    info:option("--max-mib", "Largest working set of the sweep, in MiB (default 512).")
+
+    require("divgpu.bench").add_command(p)
     return p
 end
 
@@ -234,7 +325,9 @@ local function main(argv)
             return 2
         end
     end
-    local commands = { run = cmd_run, verify = cmd_verify, synth = cmd_synth, info = cmd_info }
+    local commands = { run = cmd_run, verify = cmd_verify, synth = cmd_synth, info = cmd_info,
+                       ["convert-fp16"] = cmd_convert_fp16,
+                       bench = function(args) return require("divgpu.bench").command(args, _M) end }
     local ran, err = xpcall(commands[a.command], function(e)
         if type(e) == "table" and e.divgpu_user_error then return e.divgpu_user_error end
         local msg = tostring(e)
