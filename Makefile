@@ -39,7 +39,8 @@ check-cargo:
 build: deps check-cargo
 	cargo build --release --locked
 	@mkdir -p build
-	@cp -f "$(CARGO_TARGET_DIR)/release/libdivgpu.so" build/divgpu.so
+	@# Copy then rename: a running divgpu keeps its mapping of the old file.
+	@cp -f "$(CARGO_TARGET_DIR)/release/libdivgpu.so" build/divgpu.so.new && mv -f build/divgpu.so.new build/divgpu.so
 
 run: build
 	bin/divgpu run --embeddings $(EMBEDDINGS) --out $(CACHE)

@@ -12,6 +12,7 @@ const SHAPES: &[(&str, &str)] =
     &[("baseline", "SHAPE_BASELINE"), ("tiled", "SHAPE_TILED"), ("tile-dispatch", "SHAPE_TILE_DISPATCH")];
 const PRECISIONS: &[(&str, &[&str])] =
     &[("", &[]), ("-fp16", &["DIVGPU_FP16"]), ("-fp16-exact", &["DIVGPU_FP16_EXACT"])];
+const LAYOUTS: &[(&str, &[&str])] = &[("", &[]), ("-columns", &["DIVGPU_COLUMNS"])];
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -43,9 +44,11 @@ fn main() {
         if stem == "scan" {
             for (shape, shape_define) in SHAPES {
                 for (suffix, flags) in PRECISIONS {
-                    let mut defines = vec![("SHAPE".to_string(), shape_define.to_string())];
-                    defines.extend(flags.iter().map(|f| (f.to_string(), "1".to_string())));
-                    variants.push((format!("{shape}{suffix}"), path.clone(), defines));
+                    for (layout, layout_flags) in LAYOUTS {
+                        let mut defines = vec![("SHAPE".to_string(), shape_define.to_string())];
+                        defines.extend(flags.iter().chain(layout_flags.iter()).map(|f| (f.to_string(), "1".to_string())));
+                        variants.push((format!("{shape}{suffix}{layout}"), path.clone(), defines));
+                    }
                 }
             }
         } else {

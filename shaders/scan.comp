@@ -6,6 +6,7 @@
 //   SHAPE_TILE_DISPATCH  one dispatch per tile, the running best carried in `carry`
 //   DIVGPU_FP16          the fp16 contract: half loads, f32 arithmetic (no float16_t math)
 //   DIVGPU_FP16_EXACT    half loads filter, the fp32 contract decides
+//   DIVGPU_COLUMNS       the table stored by columns (see bindings.glsl)
 // One dispatch (or, for tile-dispatch, one dispatch per tile) appends one
 // step to every sequence of the batch.
 #extension GL_GOOGLE_include_directive : require
@@ -92,7 +93,7 @@ void append(uint w) {
         mask[seq * words + w / 32u] |= 1u << (w % 32u);
     }
     for (uint d = tid; d < pc.dim; d += threads) {
-        csum[seq * pc.dim + d] += double(LOAD_EMB(w * pc.dim + d));
+        csum[seq * pc.dim + d] += double(LOAD_EMB(EMB_INDEX(w, d)));
     }
 }
 

@@ -7,7 +7,9 @@ describe("baseline shader vs CPU mirror", function()
     teardown(h.assert_no_validation_messages)
 
     it("the device passes the arithmetic self-test", function()
-        assert.is_true(h.ctx():self_test())
+        -- lavapipe's fma() is a multiply and an add: the exact emulation runs.
+        local mode = h.ctx():self_test()
+        assert.is_true(mode == "hardware" or mode == "emulated", tostring(mode))
     end)
 
     describe("on the shipped poems", function()
@@ -20,7 +22,7 @@ describe("baseline shader vs CPU mirror", function()
         end)
 
         it("is identical for 16 sequences in full", function()
-            local starts = divgpu.array("u32", { 0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, e.n - 1 })
+            local starts = divgpu.array("u32", { 0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, e.n - 2, e.n - 1 })
             local gpu, cpu = h.both(e, starts, e.n)
             local d = divgpu.first_difference(gpu, cpu, e.n)
             assert(d == nil, h.describe_difference(d))
@@ -62,7 +64,10 @@ describe("baseline shader vs CPU mirror", function()
         end)
 
         it("twin: a centroid rounded through half precision is caught", function()
-            local e = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 1384 }
+            -- Seed 7: on this table 69 of the 64 x 64 indices change. (With
+            -- seed 1384 none does: clustered tables of 1,000 items have few
+            -- near-ties in 64 steps; 60 of 64 sequences even survive an fp16 table.)
+            local e = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }
             local gpu, cpu = h.both(e, h.range(0, 64), 64, { spirv = h.baseline_variant{ DIVGPU_PERTURB = 2 } })
             assert.is_not_nil(divgpu.first_difference(gpu, cpu, 64))
         end)

@@ -5,8 +5,9 @@
 -- per-pair ratio of GPU time to the first configuration's, the pairs it won,
 -- and iterations per second over the first --steps steps.
 --
--- A configuration is SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE], e.g.
--- `baseline`, `tiled:fp16-exact:k2`, `tile-dispatch:fp32:k1:t4096`.
+-- A configuration is SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns], e.g.
+-- `baseline`, `tiled:fp16-exact:k2`, `tile-dispatch:fp32:k1:t4096`,
+-- `baseline:columns`.
 
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
@@ -21,7 +22,7 @@ local _M = {}
 
 function _M.add_command(parser)
     local b = parser:command("bench", "A/B configurations of run in alternating pairs (SPEC section 7).")
-    b:argument("configs", "SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE], the first is the reference."):args("2+")
+    b:argument("configs", "SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns]; the first is the reference."):args("2+")
     b:option("--embeddings", "embeddings.json to run on (default: the shipped poems).")
     b:option("--synth", "Use a synthetic clustered table N,D[,CLUSTERS] instead.")
     b:option("--sequences", "Sequences per run (default: every item, at most 4096).")
@@ -38,11 +39,12 @@ local function parse_config(text, h)
     local parts = {}
     for p in text:gmatch("[^:]+") do parts[#parts + 1] = p end
     local c = { name = text, shape = h.check_choice(parts[1], h.SHAPE_NAMES, "configuration shape"),
-                precision = "fp32", in_flight = 2 }
+                precision = "fp32", in_flight = 2, layout = "rows" }
     for i = 2, #parts do
         local p = parts[i]
         if p:match("^k%d+$") then c.in_flight = tonumber(p:sub(2))
         elseif p:match("^t%d+$") then c.tile = tonumber(p:sub(2))
+        elseif p == "columns" or p == "rows" then c.layout = p
         else c.precision = h.check_choice(p, h.PRECISION_NAMES, "configuration precision") end
     end
     return c
@@ -109,7 +111,7 @@ function _M.command(a, h)
         local tile, note = h.choose_tile(ctx, table_, c.shape, c.precision, c.tile and tostring(c.tile) or "auto", a.l2_bytes)
         c.tile, c.tile_note, c.table = tile, note, table_
         c.contract = c.precision == "fp16" and "fp16" or "fp32"
-        c.job = vk.job(ctx, table_, { shape = c.shape, precision = c.precision, tile_size = tile })
+        c.job = vk.job(ctx, table_, { shape = c.shape, precision = c.precision, tile_size = tile, layout = c.layout })
         configs[i] = c
     end
     local batch = a.batch and h.positive_integer(a.batch, "--batch")
@@ -172,6 +174,7 @@ function _M.command(a, h)
         for _, r in ipairs(ratios) do lo, hi = min(lo, r), max(hi, r) end
         rows[i] = {
             config = c.name, shape = c.shape, precision = c.precision, in_flight = c.in_flight, tile = c.tile,
+            layout = c.layout,
             median_gpu_seconds = gpu, median_wall_seconds = median(c.wall),
             min_gpu_seconds = math.min(unpack(c.gpu)), max_gpu_seconds = math.max(unpack(c.gpu)),
             iterations_per_second = steps / gpu,

@@ -122,6 +122,7 @@ end
 
 local SHAPE_NAMES = { "baseline", "tiled", "tile-dispatch" }
 local PRECISION_NAMES = { "fp32", "fp16", "fp16-exact" }
+local LAYOUT_NAMES = { "rows", "columns" }
 
 local function cmd_run(a)
     local divgpu = require "divgpu"
@@ -130,6 +131,7 @@ local function cmd_run(a)
     local shape = check_choice(a.shape, SHAPE_NAMES, "--shape")
     local precision = check_choice(a.precision, PRECISION_NAMES, "--precision")
     local in_flight = positive_integer(a.in_flight, "--in-flight")
+    local layout = check_choice(a.layout, LAYOUT_NAMES, "--layout")
     local e = load_for(divgpu, a.embeddings, precision)
     local starts = parse_starts(divgpu, a.starts, e.n)
     local length = a.length and tonumber(a.length) or e.n
@@ -141,13 +143,13 @@ local function cmd_run(a)
     local tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
     local show, finish = progress_printer(a.quiet)
     if not a.quiet then
-        io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %d in flight, fma %s\n",
-            #starts, length, ctx.info.name, e.n, e.dim, shape, precision, in_flight, vk.fma_mode(ctx)))
+        io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %s layout, %d in flight, fma %s\n",
+            #starts, length, ctx.info.name, e.n, e.dim, shape, precision, layout, in_flight, vk.fma_mode(ctx)))
         if tile_note then io_stderr:write("divgpu: ", tile_note, "\n") end
     end
     local result, stats = driver.run{
         ctx = ctx, embeddings = e, starts = starts, length = length, batch = batch,
-        shape = shape, precision = precision, tile_size = tile, in_flight = in_flight,
+        shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
         target_seconds = tonumber(a.target_ms) / 1000, on_progress = show,
     }
     finish()
@@ -278,6 +280,7 @@ local function build_parser()
     run:option("--in-flight", "Submissions kept in flight (the CPU records the next while the GPU runs one).", "2")
     run:option("--precision", "fp32 (the contract), fp16 (reads embeddings_fp16.bin; own contract) "
         .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")
+    run:option("--layout", "Table layout on the GPU: rows (as the JSON) or columns (coalesced loads; same output).", "rows")
     run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size).", "auto")
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")

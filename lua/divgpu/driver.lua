@@ -39,7 +39,7 @@ _M.now = now()
 
 --- driver.run(opts) -> result, stats. opts:
 ---   ctx, embeddings, starts (u32 array), length        required
----   shape, precision, tile_size, workgroup_size, spirv  passed to vk_compute.job
+---   shape, precision, tile_size, layout, workgroup_size, spirv  passed to vk_compute.job
 ---   job            a job made earlier with vk_compute.job (instead of the above)
 ---   batch          sequences per batch (default: from the device's limits)
 ---   in_flight      submissions kept in flight (default 2): the CPU records
@@ -58,7 +58,7 @@ function _M.run(opts)
     local now_ = _M.now
     local t0 = now_()
     local job = opts.job or vk.job(opts.ctx, e, {
-        shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size,
+        shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,
         spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size })
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
     -- ring / in_flight steps.

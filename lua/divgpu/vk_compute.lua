@@ -63,12 +63,15 @@ Job.__index = Job
 
 _M.SHAPES = { baseline = true, tiled = true, ["tile-dispatch"] = true }
 _M.PRECISIONS = { fp32 = "", fp16 = "-fp16", ["fp16-exact"] = "-fp16-exact" }
+_M.LAYOUTS = { rows = "", columns = "-columns" }
 
 --- vk.job(ctx, embeddings, opts) -> job. opts:
 ---   shape        "baseline" (default) | "tiled" | "tile-dispatch"
 ---   precision    "fp32" (default) | "fp16" | "fp16-exact". For "fp16", pass
 ---                the table E' = (f32)E16 (divgpu.load_fp16 or :fp16_rounded()).
 ---   tile_size    candidates per tile (tiled shapes; required there)
+---   layout       "rows" (default, as in embeddings.json) | "columns" (the
+---                table transposed on the GPU: coalesced loads, same bits)
 ---   workgroup_size, spirv (a compiled variant, for experiments and tests)
 function _M.job(ctx, embeddings, opts)
     opts = opts or {}
@@ -79,6 +82,9 @@ function _M.job(ctx, embeddings, opts)
     if not _M.SHAPES[shape] then error("vk_compute.job: unknown shape '" .. tostring(shape) .. "'", 2) end
     local suffix = _M.PRECISIONS[precision]
     if not suffix then error("vk_compute.job: unknown precision '" .. tostring(precision) .. "'", 2) end
+    local layout = opts.layout or "rows"
+    local layout_suffix = _M.LAYOUTS[layout]
+    if not layout_suffix then error("vk_compute.job: unknown layout '" .. tostring(layout) .. "'", 2) end
     local tile_size = opts.tile_size
     if shape ~= "baseline" and (type(tile_size) ~= "number" or tile_size < 1 or tile_size % 1 ~= 0) then
         error("vk_compute.job: shape '" .. shape .. "' needs a tile_size >= 1", 2)
@@ -102,16 +108,22 @@ function _M.job(ctx, embeddings, opts)
         shape = shape,
         precision = precision,
         tile_size = tile_size,
-        shader_name = shape .. suffix,
+        layout = layout,
+        shader_name = shape .. suffix .. layout_suffix,
     }, Job)
+    local n, dim = embeddings.n, embeddings.dim
+    local function arranged(array)
+        if layout == "columns" then return array:transposed(n, dim) end
+        return array
+    end
     if precision == "fp16" then
         -- E' holds exactly the half values: converting back is lossless.
-        self.table_buffer = ctx:upload(embeddings:to_fp16(), "embeddings fp16")
+        self.table_buffer = ctx:upload(arranged(embeddings:to_fp16()), "embeddings fp16")
     else
-        self.table_buffer = ctx:upload(embeddings:values(), "embeddings")
+        self.table_buffer = ctx:upload(arranged(embeddings:values()), "embeddings")
     end
     if precision == "fp16-exact" then
-        self.half_buffer = ctx:upload(embeddings:to_fp16(), "embeddings fp16 filter")
+        self.half_buffer = ctx:upload(arranged(embeddings:to_fp16()), "embeddings fp16 filter")
     end
     self.inv_norm_buffer = ctx:upload(embeddings:inv_norms(), "inv_norm")
     self.pipeline = ctx:pipeline{

@@ -1,4 +1,15 @@
 // The buffers of one batch of sequences (one workgroup per sequence).
+//
+// Table layout: rows (E[j][d] at j*D + d, as embeddings.json) or, with
+// DIVGPU_COLUMNS, columns (E[j][d] at d*N + j): neighbouring threads scan
+// neighbouring candidates, so with columns a warp's loads of one d are one
+// contiguous run instead of 32 rows apart. The layout changes addresses only,
+// never the order of the contract's arithmetic.
+#ifdef DIVGPU_COLUMNS
+#define EMB_INDEX(j, d) ((d) * pc.num_items + (j))
+#else
+#define EMB_INDEX(j, d) ((j) * pc.dim + (d))
+#endif
 #if DIVGPU_FP16
 // fp16 contract: the table is E16 (half); everything else is E' = (f32)E16's.
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float16_t emb[]; };  // [N][D]

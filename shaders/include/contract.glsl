@@ -25,14 +25,13 @@ const uint INDEX_NONE = 0xffffffffu;
 // score[j] = (sum_d fma(c[d], E[j][d], acc), d ascending) * inv_norm[j]
 float contract_score(uint j, uint dim) {
     precise float acc = 0.0;
-    const uint base = j * dim;
     for (uint d = 0; d < dim; ++d) {
 #if DIVGPU_PERTURB == 1
         // Twin: multiply and add rounded separately (unfused).
-        precise float product = center[d] * LOAD_EMB(base + d);
+        precise float product = center[d] * LOAD_EMB(EMB_INDEX(j, d));
         acc = acc + product;
 #else
-        acc = contract_fma(center[d], LOAD_EMB(base + d), acc);
+        acc = contract_fma(center[d], LOAD_EMB(EMB_INDEX(j, d)), acc);
 #endif
     }
     precise float score = acc * inv_norm[j];

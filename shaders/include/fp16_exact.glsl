@@ -34,9 +34,8 @@
 
 float filter_chain(uint j, uint dim) {
     precise float acc = 0.0;
-    const uint base = j * dim;
     for (uint d = 0; d < dim; ++d) {
-        acc = contract_fma(center[d], float(emb16[base + d]), acc);
+        acc = contract_fma(center[d], float(emb16[EMB_INDEX(j, d)]), acc);
     }
     precise float score = acc * inv_norm[j];
     return score;

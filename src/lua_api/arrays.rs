@@ -115,6 +115,26 @@ impl HostArray {
         Ok(())
     }
 
+    /// The array read as `rows` × `cols` (row-major), returned transposed.
+    pub fn transposed(&self, rows: usize, cols: usize) -> mlua::Result<HostArray> {
+        if rows * cols != self.len() {
+            return Err(Error::Usage(format!("transposed({rows}, {cols}): the array has {} values", self.len())).into());
+        }
+        fn t<T: Copy>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
+            let mut out = Vec::with_capacity(v.len());
+            for c in 0..cols {
+                out.extend((0..rows).map(|r| v[r * cols + c]));
+            }
+            out
+        }
+        Ok(match self {
+            HostArray::U32(v) => HostArray::U32(t(v, rows, cols)),
+            HostArray::U16(v) => HostArray::U16(t(v, rows, cols)),
+            HostArray::F32(v) => HostArray::F32(t(v, rows, cols)),
+            HostArray::F64(v) => HostArray::F64(t(v, rows, cols)),
+        })
+    }
+
     pub fn from_lua_table(dtype: &str, t: &mlua::Table) -> mlua::Result<HostArray> {
         let n = t.raw_len();
         let mut a = HostArray::new(dtype, n)?;
@@ -150,6 +170,8 @@ impl UserData for HostArray {
             Ok(t)
         });
         m.add_method("equals", |_, this, other: mlua::UserDataRef<HostArray>| Ok(*this == *other));
+        // a:transposed(rows, cols): the rows x cols array, by columns.
+        m.add_method("transposed", |_, this, (rows, cols): (usize, usize)| this.transposed(rows, cols));
         m.add_meta_method(MetaMethod::Len, |_, this, ()| Ok(this.len()));
         m.add_meta_method(MetaMethod::Index, |_, this, i: i64| Ok(this.get(this.index(i)?)));
         m.add_meta_method_mut(MetaMethod::NewIndex, |_, this, (i, x): (i64, f64)| {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The measurement campaign on the H200 device machine (../shared/DEVICE.md):
+#   bash bench/campaign.sh probe    parity, info, one short timing per configuration
+#   bash bench/campaign.sh seed TAG CONFIG...   A/B pairs on the seed shape (SPEC section 6)
+#   bash bench/campaign.sh full     a full seed ordering, FP16-vs-FP32 divergence
+#   bash bench/campaign.sh large CONFIG...       A/B pairs on the large shape
+# Needs .gl (Debian debs of the Vulkan loader, libglvnd, LuaJIT, lua-argparse)
+# and build/divgpu.so carried along. Full logs go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/divgpu-out}
+mkdir -p "$OUT"
+
+for f in .gl/libvulkan1*.deb .gl/libglvnd0*.deb .gl/libegl1*.deb .gl/libopengl0*.deb \
+         .gl/libgl1*.deb .gl/libglx0*.deb .gl/libgles2*.deb; do dpkg -x "$f" /; done
+ldconfig
+mkdir -p /tmp/x && for f in .gl/luajit*.deb .gl/libluajit*.deb .gl/lua-argparse*.deb; do dpkg -x "$f" /tmp/x; done
+export PATH=/tmp/x/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/x/usr/lib/x86_64-linux-gnu
+export LUA_PATH="/tmp/x/usr/share/lua/5.1/?.lua;./?.lua;lua/?.lua;;" LUA_CPATH="build/?.so;;"
+if ! bin/divgpu info >/dev/null 2>&1; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+
+SEED=/tmp/seed/embeddings.json
+LARGE=/tmp/large/embeddings.json
+make_tables() {
+    mkdir -p /tmp/seed /tmp/large
+    [ -f $SEED ] || bin/divgpu synth --n 8359 --dim 768 --clusters 16 --seed 1 --out $SEED >/dev/null
+    [ "${1:-}" = large ] && { [ -f $LARGE ] || bin/divgpu synth --n 65536 --dim 768 --clusters 16 --seed 1 --out $LARGE >/dev/null; }
+    return 0
+}
+
+case "${1:-probe}" in
+probe)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+    bin/divgpu info | tee "$OUT/info.txt"
+    luajit bench/device_parity.lua 2>&1 | tee "$OUT/parity.txt" | grep -v '^PASS'
+    # make run's job on the shipped poems, then verify it.
+    /usr/bin/time -f "make-run job: %e s wall" bin/divgpu run --quiet --out /tmp/poems_cache.json 2>&1 | tee "$OUT/poems.txt"
+    bin/divgpu verify --cache /tmp/poems_cache.json --quiet | tee -a "$OUT/poems.txt"
+    cmp /tmp/poems_cache.json "${POEMS_CACHE_HERE:-/dev/null}" >/dev/null 2>&1 && echo "cache identical to lavapipe's" | tee -a "$OUT/poems.txt"
+    cp /tmp/poems_cache.json "$OUT/poems_cache_h200.json"
+    make_tables
+    bin/divgpu convert-fp16 $SEED >/dev/null
+    for cfg in "baseline fp32 1" "baseline fp32 2" "tiled fp32 1" "tile-dispatch fp32 1" \
+               "baseline fp16 1" "baseline fp16-exact 1" "tile-dispatch fp16-exact 2" "tiled fp16 2"; do
+        set -- $cfg
+        printf '%-32s ' "$cfg"
+        bin/divgpu run --embeddings $SEED --starts 0:3584 --length 21 --shape $1 --precision $2 --in-flight $3 \
+            --out /tmp/c.json 2>&1 | grep -E "done in|tile size" | tr '\n' ' '
+        echo
+    done | tee "$OUT/probe_seed.txt"
+    bin/divgpu info --measure-l2 | tee "$OUT/l2.txt"
+    ;;
+seed)
+    # bash bench/campaign.sh seed TAG CONFIG...   (A/B on the seed shape)
+    make_tables
+    tag=$2; shift 2
+    bin/divgpu bench --embeddings $SEED --sequences 3584 --steps "${STEPS:-100}" --pairs "${PAIRS:-8}" "$@" \
+        > "$OUT/seed_$tag.txt" 2> "$OUT/seed_$tag.err"
+    cat "$OUT/seed_$tag.txt" "$OUT/seed_$tag.err"
+    ;;
+full)
+    # One full ordering of a seed batch with LAYOUT/PRECISION/SHAPE, 16 sequences verified.
+    make_tables
+    /usr/bin/time -f "full seed batch: %e s wall" bin/divgpu run --embeddings $SEED --starts 0:3584 \
+        --layout "${LAYOUT:-columns}" --precision "${PRECISION:-fp32}" --shape "${SHAPE:-baseline}" \
+        --out /tmp/seed_cache.json 2>&1 | tee "$OUT/full_seed.txt"
+    bin/divgpu verify --embeddings $SEED --cache /tmp/seed_cache.json --sequences 16 --quiet | tee -a "$OUT/full_seed.txt"
+    luajit bench/fp16_divergence.lua $SEED 3584 500 columns | tee "$OUT/fp16_seed.txt"
+    luajit bench/fp16_divergence.lua assets/embeddings/all-MiniLM-L6-v2/embeddings.json 520 519 | tee "$OUT/fp16_poems.txt"
+    ;;
+large)
+    make_tables large
+    shift
+    bin/divgpu bench --embeddings $LARGE --sequences 4096 --steps "${STEPS:-50}" --pairs "${PAIRS:-5}" "$@" \
+        > "$OUT/large.txt" 2> "$OUT/large.err"
+    cat "$OUT/large.txt" "$OUT/large.err"
+    ;;
+esac

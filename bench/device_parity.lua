@@ -1,0 +1,65 @@
+-- Parity on whatever device the campaign runs on (no busted there): every
+-- shape x in-flight x exact precision vs the CPU mirror, fp16 vs the mirror
+-- on the half-rounded table, and the twins that must fail. Prints one line
+-- per check and exits non-zero on any failure.
+--   luajit bench/device_parity.lua [shipped embeddings.json]
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local driver = require "divgpu.driver"
+
+local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
+print(string.format("device %s, driver %s %s, fma %s", ctx.info.name, ctx.info.driver, ctx.info.driver_info,
+    vk.fma_mode(ctx)))
+local failures = 0
+local function check(name, ok)
+    print((ok and "PASS " or "FAIL ") .. name)
+    if not ok then failures = failures + 1 end
+end
+local function range(a, b)
+    local t = {}
+    for s = a, b - 1 do t[#t + 1] = s end
+    return divgpu.array("u32", t)
+end
+local function run(e, starts, L, o)
+    o.ctx, o.embeddings, o.starts, o.length = ctx, e, starts, L
+    return (driver.run(o))
+end
+
+local poems = divgpu.load_embeddings(arg[1] or "assets/embeddings/all-MiniLM-L6-v2/embeddings.json")
+local all = range(0, poems.n)
+local ref100 = divgpu.mirror(poems, all, 100)
+check("poems: baseline fp32, every sequence, 100 steps",
+    divgpu.first_difference(run(poems, all, 100, {}), ref100, 100) == nil)
+local few = divgpu.array("u32", { 0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, poems.n - 2, poems.n - 1 })
+check("poems: baseline fp32, 16 sequences in full",
+    divgpu.first_difference(run(poems, few, poems.n, {}), divgpu.mirror(poems, few, poems.n), poems.n) == nil)
+check("twin: unfused chain is caught", divgpu.first_difference(
+    run(poems, all, 100, { spirv = vk.shader(ctx, "baseline", { DIVGPU_PERTURB = 1 }) }), ref100, 100) ~= nil)
+check("twin: fp16-exact with a shrunk bound is caught", divgpu.first_difference(
+    run(poems, all, 100, { precision = "fp16-exact",
+                           spirv = vk.shader(ctx, "baseline-fp16-exact", { DIVGPU_BOUND_SCALE = "1e-9" }) }),
+    ref100, 100) ~= nil)
+
+local ci = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 6 }
+local s64 = range(0, 64)
+local ref = divgpu.mirror(ci, s64, 64)
+for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
+    for _, precision in ipairs{ "fp32", "fp16-exact" } do
+        for _, k in ipairs{ 1, 2 } do
+            for _, tile in ipairs(shape == "baseline" and { 0 } or { 250, 333, 1, 1001, 5000 }) do
+                local out = run(ci, s64, 64, { shape = shape, precision = precision, in_flight = k,
+                                               tile_size = tile > 0 and tile or nil })
+                check(string.format("ci: %s %s k%d tile %d", shape, precision, k, tile),
+                    divgpu.first_difference(out, ref, 64) == nil)
+            end
+        end
+    end
+end
+local rounded = ci:fp16_rounded()
+local ref16 = divgpu.mirror(rounded, s64, 64)
+for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
+    check("ci: fp16 " .. shape .. " vs mirror on the half-rounded table", divgpu.first_difference(
+        run(rounded, s64, 64, { shape = shape, precision = "fp16", tile_size = 300 }), ref16, 64) == nil)
+end
+print(string.format("%d failed", failures))
+os.exit(failures == 0 and 0 or 1)

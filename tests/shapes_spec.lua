@@ -1,0 +1,192 @@
+-- Issue 3's invariant (SPEC section 5): every shape and every number of
+-- submissions in flight gives output identical to `baseline` under the same
+-- precision, and `fp16-exact` is identical to `fp32`.
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local driver = require "divgpu.driver"
+local h = require "tests.helpers"
+
+local function run(e, starts, length, opts)
+    opts.ctx, opts.embeddings, opts.starts, opts.length = h.ctx(), e, starts, length
+    return (driver.run(opts))
+end
+
+local function assert_same(a, b, length, what)
+    local d = divgpu.first_difference(a, b, length)
+    assert(d == nil, what .. ": " .. h.describe_difference(d))
+end
+
+describe("every shape, in-flight count and exact precision equals baseline fp32", function()
+    teardown(h.assert_no_validation_messages)
+
+    -- The ci shape of SPEC section 6: N = 1000, D = 384, 64 sequences x 64 steps.
+    local ci = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 6 }
+    local ci_starts = h.range(0, 64)
+    local reference = run(ci, ci_starts, 64, { shape = "baseline", precision = "fp32", in_flight = 1 })
+
+    it("baseline fp32 is the CPU mirror", function()
+        assert_same(reference, divgpu.mirror(ci, ci_starts, 64), 64, "baseline vs mirror")
+    end)
+
+    for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
+        for _, precision in ipairs{ "fp32", "fp16-exact" } do
+            for _, k in ipairs{ 1, 2 } do
+                it(string.format("ci shape: %s %s in-flight %d (tile 333)", shape, precision, k), function()
+                    local out = run(ci, ci_starts, 64, { shape = shape, precision = precision, in_flight = k,
+                                                         tile_size = 333 })
+                    assert_same(out, reference, 64, shape)
+                end)
+            end
+        end
+    end
+
+    -- Tile edge cases, on 16 sequences x 16 steps of the ci table: a tile that
+    -- divides N, one that does not, 1, N + 1 and far beyond N.
+    local few = h.range(0, 16)
+    local short_reference = run(ci, few, 16, { shape = "baseline", in_flight = 1 })
+    for _, tile in ipairs{ 250, 333, 1, 1001, 5000 } do
+        for _, shape in ipairs{ "tiled", "tile-dispatch" } do
+            for _, precision in ipairs{ "fp32", "fp16-exact" } do
+                for _, k in ipairs{ 1, 2 } do
+                    it(string.format("tile %d: %s %s in-flight %d", tile, shape, precision, k), function()
+                        local out = run(ci, few, 16, { shape = shape, precision = precision, in_flight = k,
+                                                       tile_size = tile })
+                        assert_same(out, short_reference, 16, shape)
+                    end)
+                end
+            end
+        end
+    end
+end)
+
+describe("fp16", function()
+    teardown(h.assert_no_validation_messages)
+    local ci = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 6 }
+    local starts = h.range(0, 64)
+
+    it("equals the CPU mirror run on the half-rounded table, in every shape", function()
+        local rounded = ci:fp16_rounded()
+        local expected = divgpu.mirror(rounded, starts, 64)
+        for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
+            local out = run(rounded, starts, 64, { shape = shape, precision = "fp16", tile_size = 300 })
+            assert_same(out, expected, 64, shape .. " fp16")
+        end
+    end)
+
+    it("runs from embeddings_fp16.bin and refuses a stale or mis-sized one", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p " .. dir) == 0)
+        local json = dir .. "/embeddings.json"
+        local small = divgpu.synth{ n = 120, dim = 12, seed = 4 }
+        small:write_json(json)
+        local bin = divgpu.convert_fp16(json)
+        assert.matches("embeddings_fp16.bin$", bin)
+        local e16 = divgpu.load_fp16(json)
+        assert.are.equal(divgpu.load_embeddings(json).sha256, e16.sha256)
+        local s = h.range(0, 8)
+        assert_same(run(e16, s, 30, { precision = "fp16" }), divgpu.mirror(small:fp16_rounded(), s, 30), 30, "from .bin")
+        -- Stale: the JSON changed after the conversion.
+        divgpu.synth{ n = 120, dim = 12, seed = 5 }:write_json(json)
+        local ok, err = pcall(divgpu.load_fp16, json)
+        assert.is_false(ok)
+        assert.matches("stale", tostring(err), 1, true)
+        -- Mis-sized: a truncated .bin.
+        divgpu.convert_fp16(json)
+        local f = assert(io.open(bin, "r+b"))
+        local bytes = f:read("*a")
+        f:close()
+        f = assert(io.open(bin, "wb"))
+        f:write(bytes:sub(1, #bytes - 2))
+        f:close()
+        ok, err = pcall(divgpu.load_fp16, json)
+        assert.is_false(ok)
+        assert.matches("mis-sized", tostring(err), 1, true)
+        os.execute("rm -rf " .. dir)
+    end)
+
+    it("loads half values and computes in f32: no Float16 arithmetic in the SPIR-V", function()
+        -- OpCapability (opcode 17, 2 words) Float16 (9) must be absent; the
+        -- 16-bit storage capability (4433) must be present.
+        local function capabilities(name)
+            local words = divgpu.shader(name):to_array()
+            local caps, i = {}, 6
+            while i <= #words do
+                local count, op = math.floor(words[i] / 65536), words[i] % 65536
+                if op == 17 then caps[words[i + 1]] = true end
+                i = i + math.max(count, 1)
+            end
+            return caps
+        end
+        for _, name in ipairs{ "baseline-fp16", "tiled-fp16", "tile-dispatch-fp16", "baseline-fp16-exact",
+                               "tiled-fp16-exact", "tile-dispatch-fp16-exact" } do
+            local caps = capabilities(name)
+            assert.is_nil(caps[9], name .. " declares Float16 arithmetic")
+            assert.is_true(caps[4433] == true, name .. " lacks StorageBuffer16BitAccess")
+        end
+        -- The inspection itself can fail: a shader with half arithmetic is seen.
+        local half_math = divgpu.compile([[
+            #version 450
+            #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+            layout(local_size_x = 1) in;
+            layout(std430, binding = 0) buffer B { float x[]; };
+            void main() { float16_t a = float16_t(x[0]); x[0] = float(a * a); }
+        ]], { name = "half-math" })
+        local words = half_math:to_array()
+        local found, i = false, 6
+        while i <= #words do
+            local count, op = math.floor(words[i] / 65536), words[i] % 65536
+            if op == 17 and words[i + 1] == 9 then found = true end
+            i = i + math.max(count, 1)
+        end
+        assert.is_true(found)
+    end)
+end)
+
+describe("fp16-exact's bound", function()
+    teardown(h.assert_no_validation_messages)
+    it("twin: a bound made too small is caught by the comparison with fp32", function()
+        local e = h.shipped()
+        local starts = h.range(0, e.n)
+        local shrunk = vk.shader(h.ctx(), "baseline-fp16-exact", { DIVGPU_BOUND_SCALE = "1e-9" })
+        local out = run(e, starts, 40, { precision = "fp16-exact", spirv = shrunk })
+        assert.is_not_nil(divgpu.first_difference(out, divgpu.mirror(e, starts, 40), 40))
+    end)
+end)
+
+describe("work in flight", function()
+    teardown(h.assert_no_validation_messages)
+    it("keeps what a submission uses alive until its fence signals, even when Lua drops it", function()
+        local ctx = h.ctx()
+        local e = divgpu.synth{ n = 400, dim = 64, seed = 8 }
+        local job = vk.job(ctx, e)
+        local batch = job:batch(h.range(0, 32), 64, 1)
+        local rec = batch.recorder
+        batch:record(1, 40)
+        rec:submit()
+        -- Drop every Lua reference to the buffers, bind group and job, collect.
+        local winners_buffer = batch.winners_buffer
+        batch, job = nil, nil
+        collectgarbage("collect")
+        collectgarbage("collect")
+        assert.is_number(rec:wait())
+        local out = winners_buffer:read("u32")
+        local expected = divgpu.mirror(e, h.range(0, 32), 41)
+        for s = 0, 31 do
+            for t = 1, 40 do
+                assert.are.equal(expected[s * 41 + t + 1], out[s * 64 + t + 1])
+            end
+        end
+    end)
+
+    it("the chunk sizes after the warm-up are sized to the target, not pinned at 1", function()
+        local e = divgpu.synth{ n = 300, dim = 16, seed = 9 }
+        local _, stats = driver.run{ ctx = h.ctx(), embeddings = e, starts = h.range(0, 8), length = 300,
+                                     in_flight = 2, target_seconds = 0.05 }
+        local sizes = stats.chunk_sizes
+        assert.is_true(#sizes >= 3)
+        local biggest = 0
+        for i = 3, #sizes do biggest = math.max(biggest, sizes[i]) end
+        assert.is_true(biggest > 1, "chunks stayed at 1 step: " .. table.concat(sizes, ","))
+    end)
+end)
