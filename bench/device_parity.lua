@@ -55,6 +55,13 @@ for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
         end
     end
 end
+for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
+    for _, precision in ipairs{ "fp32", "fp16-exact" } do
+        local out = run(ci, s64, 64, { shape = shape, precision = precision, in_flight = 2, tile_size = 333,
+                                       layout = "columns" })
+        check(string.format("ci: %s %s columns", shape, precision), divgpu.first_difference(out, ref, 64) == nil)
+    end
+end
 local rounded = ci:fp16_rounded()
 local ref16 = divgpu.mirror(rounded, s64, 64)
 for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do

@@ -40,6 +40,17 @@ describe("every shape, in-flight count and exact precision equals baseline fp32"
         end
     end
 
+    -- The columns layout (coalesced loads) in every shape and exact precision.
+    for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
+        for _, precision in ipairs{ "fp32", "fp16-exact" } do
+            it(string.format("ci shape: %s %s columns layout, in-flight 2 (tile 333)", shape, precision), function()
+                local out = run(ci, ci_starts, 64, { shape = shape, precision = precision, in_flight = 2,
+                                                     tile_size = 333, layout = "columns" })
+                assert_same(out, reference, 64, shape .. " columns")
+            end)
+        end
+    end
+
     -- Tile edge cases, on 16 sequences x 16 steps of the ci table: a tile that
     -- divides N, one that does not, 1, N + 1 and far beyond N.
     local few = h.range(0, 16)
@@ -68,8 +79,11 @@ describe("fp16", function()
         local rounded = ci:fp16_rounded()
         local expected = divgpu.mirror(rounded, starts, 64)
         for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
-            local out = run(rounded, starts, 64, { shape = shape, precision = "fp16", tile_size = 300 })
-            assert_same(out, expected, 64, shape .. " fp16")
+            for _, layout in ipairs{ "rows", "columns" } do
+                local out = run(rounded, starts, 64, { shape = shape, precision = "fp16", tile_size = 300,
+                                                       layout = layout })
+                assert_same(out, expected, 64, shape .. " fp16 " .. layout)
+            end
         end
     end)
 

@@ -280,7 +280,7 @@ local function build_parser()
     run:option("--in-flight", "Submissions kept in flight (the CPU records the next while the GPU runs one).", "2")
     run:option("--precision", "fp32 (the contract), fp16 (reads embeddings_fp16.bin; own contract) "
         .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")
-    run:option("--layout", "Table layout on the GPU: rows (as the JSON) or columns (coalesced loads; same output).", "rows")
+    run:option("--layout", "Table layout on the GPU: rows (as the JSON) or columns (coalesced loads; same output).", "columns")
     run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size).", "auto")
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
