@@ -127,7 +127,7 @@ describe("the validation layer", function()
         -- int16 arithmetic needs the shaderInt16 feature, which divgpu never
         -- enables: the layer must say so. A separate context keeps the suite's
         -- own context free of messages.
-        local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), validation = true }
+        local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), validation = true, echo_validation = false }
         local spirv = divgpu.compile([[
             #version 450
             #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require

@@ -119,6 +119,38 @@ describe("fp16", function()
         os.execute("rm -rf " .. dir)
     end)
 
+    it("the converter writes the round-to-nearest-even half of every value and rejects 65520", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p " .. dir) == 0)
+        local json = dir .. "/embeddings.json"
+        local function write(text)
+            local f = assert(io.open(json, "wb"))
+            f:write(text)
+            f:close()
+        end
+        -- Values and their halves (bits): 1 + 2^-11 is a tie -> even (1.0);
+        -- 1 + 3*2^-11 is a tie -> even (up); 2^-24 is the smallest subnormal;
+        -- 2^-25 is a tie -> even (0); 65519 rounds down to 65504.
+        write("[[1.00048828125, 1.00146484375, 5.960464477539063e-08, 2.9802322387695312e-08],"
+            .. " [65504, -65504, 65519, -0.333333333]]")
+        local expected = { 0x3C00, 0x3C02, 0x0001, 0x0000, 0x7BFF, 0xFBFF, 0x7BFF, 0xB555 }
+        local bin = divgpu.convert_fp16(json)
+        local f = assert(io.open(bin, "rb"))
+        local bytes = f:read("*a")
+        f:close()
+        assert.are.equal(#expected * 2, #bytes)
+        for i, want in ipairs(expected) do
+            local lo, hi = bytes:byte(2 * i - 1, 2 * i)
+            assert.are.equal(want, lo + 256 * hi, "value " .. i)
+        end
+        write("[[1, 2], [65520, 1]]")
+        local ok, err = pcall(divgpu.convert_fp16, json)
+        assert.is_false(ok)
+        assert.matches("row 1, column 0", tostring(err), 1, true)
+        os.execute("rm -rf " .. dir)
+    end)
+
     it("loads half values and computes in f32: no Float16 arithmetic in the SPIR-V", function()
         -- OpCapability (opcode 17, 2 words) Float16 (9) must be absent; the
         -- 16-bit storage capability (4433) must be present.

@@ -57,15 +57,20 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
-    // divgpu.open{ device = index | "name", validation = bool } -> context
+    // divgpu.open{ device = index | "name", validation = bool, echo_validation = bool } -> context
     m.set(
         "open",
         lua.create_function(|_, opts: Option<LuaTable>| {
-            let (device, validation) = match opts {
-                Some(o) => (o.get::<Value>("device")?, o.get::<Option<bool>>("validation")?),
-                None => (Value::Nil, None),
+            let (device, validation, echo) = match opts {
+                Some(o) => (
+                    o.get::<Value>("device")?,
+                    o.get::<Option<bool>>("validation")?,
+                    o.get::<Option<bool>>("echo_validation")?,
+                ),
+                None => (Value::Nil, None, None),
             };
-            Ok(Context(Device::open(&selector(device)?, validation_wanted(validation))?))
+            let device = Device::open(&selector(device)?, validation_wanted(validation), echo.unwrap_or(true))?;
+            Ok(Context(device))
         })?,
     )?;
 

@@ -192,23 +192,30 @@ impl Recorder {
         Ok(())
     }
 
-    /// Orders every earlier shader write before every later shader read/write.
-    pub fn barrier(&mut self) -> Result<()> {
-        self.ensure_recording()?;
-        let barrier = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-            .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+    /// A global memory barrier from compute-shader writes to `dst_access` in `dst_stage`.
+    fn shader_write_barrier(&self, dst_stage: vk::PipelineStageFlags, dst_access: vk::AccessFlags) {
+        let barrier =
+            [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE).dst_access_mask(dst_access)];
         unsafe {
             self.device.raw.cmd_pipeline_barrier(
                 self.cmd,
                 vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
+                dst_stage,
                 vk::DependencyFlags::empty(),
                 &barrier,
                 &[],
                 &[],
             )
         };
+    }
+
+    /// Orders every earlier shader write before every later shader read/write.
+    pub fn barrier(&mut self) -> Result<()> {
+        self.ensure_recording()?;
+        self.shader_write_barrier(
+            vk::PipelineStageFlags::COMPUTE_SHADER,
+            vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+        );
         Ok(())
     }
 
@@ -220,23 +227,10 @@ impl Recorder {
         if self.state != State::Recording {
             return Err(Error::Usage("nothing recorded to submit".into()));
         }
-        let d = &self.device.raw;
         // Makes this submission's shader writes visible to host reads of
         // host-visible buffers once the fence has signalled.
-        let to_host = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
-            .dst_access_mask(vk::AccessFlags::HOST_READ)];
-        unsafe {
-            d.cmd_pipeline_barrier(
-                self.cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::HOST,
-                vk::DependencyFlags::empty(),
-                &to_host,
-                &[],
-                &[],
-            )
-        };
+        self.shader_write_barrier(vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ);
+        let d = &self.device.raw;
         if self.queries != vk::QueryPool::null() {
             unsafe { d.cmd_write_timestamp(self.cmd, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.queries, 1) };
         }

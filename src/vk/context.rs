@@ -86,6 +86,9 @@ pub enum DeviceSelector {
 #[derive(Default)]
 pub struct Messages {
     pub list: Mutex<Vec<String>>,
+    /// Print each message to stderr as it arrives (off only for a test that
+    /// provokes one on purpose).
+    pub echo: bool,
 }
 
 unsafe extern "system" fn debug_callback(
@@ -102,7 +105,9 @@ unsafe extern "system" fn debug_callback(
         .map(|m| m.to_string_lossy().into_owned())
         .unwrap_or_default();
     let line = format!("vulkan validation [{severity:?}]: {text}");
-    eprintln!("{line}");
+    if messages.echo {
+        eprintln!("{line}");
+    }
     if let Ok(mut list) = messages.list.lock() {
         list.push(line);
     }
@@ -120,6 +125,11 @@ pub struct Instance {
 
 impl Instance {
     pub fn new(validation: bool) -> Result<Self> {
+        Self::with_echo(validation, true)
+    }
+
+    /// `echo`: print validation messages to stderr as they arrive.
+    pub fn with_echo(validation: bool, echo: bool) -> Result<Self> {
         // SAFETY: loading the system Vulkan loader; its entry points are used
         // only through ash's typed wrappers.
         let entry = unsafe { ash::Entry::load() }
@@ -152,7 +162,7 @@ impl Instance {
             .enabled_layer_names(&layers)
             .enabled_extension_names(&extensions);
         let raw = unsafe { entry.create_instance(&create_info, None) }.map_err(vk_err("vkCreateInstance"))?;
-        let messages = Arc::new(Messages::default());
+        let messages = Arc::new(Messages { list: Mutex::new(Vec::new()), echo });
         let mut instance = Instance { entry, raw, debug: None, messages };
         if validation {
             let loader = ash::ext::debug_utils::Instance::new(&instance.entry, &instance.raw);
@@ -273,8 +283,8 @@ pub struct Device {
 }
 
 impl Device {
-    pub fn open(selector: &DeviceSelector, validation: bool) -> Result<Arc<Device>> {
-        let instance = Instance::new(validation)?;
+    pub fn open(selector: &DeviceSelector, validation: bool, echo: bool) -> Result<Arc<Device>> {
+        let instance = Instance::with_echo(validation, echo)?;
         let physicals = instance.physical_devices()?;
         if physicals.is_empty() {
             return Err(Error::Device(
