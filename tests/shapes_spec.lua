@@ -60,9 +60,21 @@ describe("every shape, in-flight count and exact precision equals baseline fp32"
             for _, precision in ipairs{ "fp32", "fp16-exact" } do
                 for _, k in ipairs{ 1, 2 } do
                     it(string.format("tile %d: %s %s in-flight %d", tile, shape, precision, k), function()
-                        local out = run(ci, few, 16, { shape = shape, precision = precision, in_flight = k,
-                                                       tile_size = tile })
-                        assert_same(out, short_reference, 16, shape)
+                        local opts = { shape = shape, precision = precision, in_flight = k, tile_size = tile }
+                        if shape == "tiled" and tile == 1 and vk.loop_cap(h.ctx()) then
+                            -- With tile 1 one thread scores every candidate: 1,000 x 385
+                            -- loop iterations, past lavapipe's cap of 65,535, after which
+                            -- it would silently cut the scan short. The job must refuse...
+                            local ok, err = pcall(run, ci, few, 16, opts)
+                            assert.is_false(ok)
+                            assert.matches("stops shader loops after", tostring(err), 1, true)
+                            -- ...and tile 1 is checked on a table within the cap.
+                            local small = divgpu.synth{ n = 120, dim = 40, clusters = 4, seed = 12 }
+                            opts.tile_size = 1
+                            assert_same(run(small, few, 16, opts), divgpu.mirror(small, few, 16), 16, "tile 1")
+                        else
+                            assert_same(run(ci, few, 16, opts), short_reference, 16, shape)
+                        end
                     end)
                 end
             end
@@ -197,6 +209,23 @@ describe("fp16-exact's bound", function()
         local shrunk = vk.shader(h.ctx(), "baseline-fp16-exact", { DIVGPU_BOUND_SCALE = "1e-9" })
         local out = run(e, starts, 40, { precision = "fp16-exact", spirv = shrunk })
         assert.is_not_nil(divgpu.first_difference(out, divgpu.mirror(e, starts, 40), 40))
+    end)
+end)
+
+describe("the device's loop cap", function()
+    it("is measured, and a job too long for it is widened or refused, never truncated", function()
+        local cap = vk.loop_cap(h.ctx())
+        assert.is_true(cap == nil or cap > 0)
+        if cap then
+            -- 4,000 items x 64 dims: 63 candidates per thread at 64 threads is
+            -- 4,095 iterations; at 8 threads it would not fit, so it widens.
+            local e = divgpu.synth{ n = 4000, dim = 64, seed = 13 }
+            local job = vk.job(h.ctx(), e, { shape = "baseline" })
+            assert.is_true(job.workgroup_size >= 64)
+            local ok, err = pcall(vk.job, h.ctx(), e, { workgroup_size = 1 })
+            assert.is_false(ok)
+            assert.matches("stops shader loops after " .. cap, tostring(err), 1, true)
+        end
     end)
 end)
 

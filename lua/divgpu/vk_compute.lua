@@ -11,7 +11,7 @@
 
 local divgpu = require "divgpu"
 
-local floor, min, max = math.floor, math.min, math.max
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local error, type, pairs, next, tostring, setmetatable, string_format =
     error, type, pairs, next, tostring, setmetatable, string.format
 
@@ -31,11 +31,53 @@ function _M.fma_mode(ctx)
     return mode
 end
 
---- Opens a device (see divgpu.open) and runs the self-test. Raises on failure.
+-- Loop-iteration cap per context (false: none found), weakly keyed.
+local loop_caps = setmetatable({}, { __mode = "k" })
+local PROBE_ITERATIONS = 1048576
+
+--- The number of iterations after which ctx's device silently stops a shader
+--- loop (lavapipe: 65,535), or nil when a loop of 2^20 runs in full.
+function _M.loop_cap(ctx)
+    local cap = loop_caps[ctx]
+    if cap == nil then
+        local pipeline = ctx:pipeline{ spirv = divgpu.shader("loop_probe"), name = "loop_probe" }
+        local out = ctx:buffer(4, "loop probe", "host")
+        local rec = ctx:recorder()
+        rec:dispatch(ctx:bind(pipeline, { out }), { PROBE_ITERATIONS }, 1)
+        rec:submit()
+        rec:wait()
+        local ran = out:read("u32")[1]
+        cap = ran < PROBE_ITERATIONS and ran or false
+        loop_caps[ctx] = cap
+    end
+    return cap or nil
+end
+
+--- Opens a device (see divgpu.open) and runs the self-tests. Raises on failure.
 function _M.open(opts)
     local ctx = divgpu.open(opts or {})
     _M.fma_mode(ctx)
+    _M.loop_cap(ctx)
     return ctx
+end
+
+--- An upper bound on the loop iterations one thread runs in one dispatch of
+--- the scan (the d-loops of every candidate it scores, plus the rest).
+local function loop_iterations(shape, precision, n, dim, wg, tile)
+    local per_thread
+    if shape == "tiled" then
+        per_thread = ceil(n / tile) * ceil(min(tile, n) / wg)
+    elseif shape == "tile-dispatch" then
+        per_thread = ceil(min(tile, n) / wg)
+    else
+        per_thread = ceil(n / wg)
+    end
+    local chain = per_thread * (dim + 1)
+    if precision == "fp16-exact" then
+        -- The filter pass plus, at worst, an exact rescoring of every candidate.
+        chain = chain + ceil(n / wg) * (dim + 1)
+    end
+    return chain + 4 * ceil(dim / wg) + 2 * wg + 64
 end
 
 --- The shipped shader `name` built for ctx's device, with extra `defines`:
@@ -94,6 +136,23 @@ function _M.job(ctx, embeddings, opts)
         error(string_format("device '%s' lacks 16-bit storage: precision %s is not available", info.name, precision), 2)
     end
     local wg = opts.workgroup_size or default_workgroup(info)
+    local cap = _M.loop_cap(ctx)
+    if cap then
+        -- Widen the workgroup until no thread's loops reach the device's cap;
+        -- past that the device would truncate the scan without a word.
+        local limit = min(info.max_workgroup_invocations, info.max_workgroup_size)
+        while not opts.workgroup_size and wg < limit
+              and loop_iterations(shape, precision, embeddings.n, embeddings.dim, wg, tile_size) > cap do
+            wg = min(wg * 2, limit)
+        end
+        local need = loop_iterations(shape, precision, embeddings.n, embeddings.dim, wg, tile_size)
+        if need > cap then
+            error(string_format("device '%s' stops shader loops after %d iterations, and this job needs up to %d "
+                .. "per thread (shape %s, %d items x %d dims, %d threads%s): use fewer items, a larger tile "
+                .. "or another device", info.name, cap, need, shape, embeddings.n, embeddings.dim, wg,
+                tile_size and (", tile " .. tile_size) or ""), 2)
+        end
+    end
     local shared = embeddings.dim * 4 + wg * (precision == "fp16-exact" and 16 or 8)
     if shared > info.max_shared_memory then
         error(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
