@@ -30,8 +30,6 @@ pub enum Error {
     Input { path: String, msg: String },
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
-    #[error("{0}")]
-    Mismatch(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

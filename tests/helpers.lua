@@ -21,6 +21,14 @@ function M.shipped()
     return shipped
 end
 
+--- A new empty folder (the caller removes it).
+function M.tmpdir()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir) == 0)
+    return dir
+end
+
 function M.range(a, b)
     local list = {}
     for s = a, b - 1 do list[#list + 1] = s end

@@ -100,9 +100,7 @@ describe("fp16", function()
     end)
 
     it("runs from embeddings_fp16.bin and refuses a stale or mis-sized one", function()
-        local dir = os.tmpname()
-        os.remove(dir)
-        assert(os.execute("mkdir -p " .. dir) == 0)
+        local dir = h.tmpdir()
         local json = dir .. "/embeddings.json"
         local small = divgpu.synth{ n = 120, dim = 12, seed = 4 }
         small:write_json(json)
@@ -132,9 +130,7 @@ describe("fp16", function()
     end)
 
     it("the converter writes the round-to-nearest-even half of every value and rejects 65520", function()
-        local dir = os.tmpname()
-        os.remove(dir)
-        assert(os.execute("mkdir -p " .. dir) == 0)
+        local dir = h.tmpdir()
         local json = dir .. "/embeddings.json"
         local function write(text)
             local f = assert(io.open(json, "wb"))

@@ -41,14 +41,6 @@ enum Type {
     Pointer(u32),
 }
 
-/// Reads the words of a SPIR-V module from bytes without assuming alignment.
-pub fn words_from_bytes(bytes: &[u8]) -> Result<Vec<u32>, String> {
-    if bytes.len() % 4 != 0 {
-        return Err(format!("SPIR-V size {} is not a multiple of 4", bytes.len()));
-    }
-    Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-}
-
 pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
     if words.len() < 5 || words[0] != MAGIC {
         return Err("not a SPIR-V module (bad magic number)".into());
@@ -189,6 +181,5 @@ mod tests {
     #[test]
     fn rejects_garbage() {
         assert!(reflect(&[1, 2, 3, 4, 5]).is_err());
-        assert!(words_from_bytes(&[1, 2, 3]).is_err());
     }
 }
