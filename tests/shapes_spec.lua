@@ -160,10 +160,9 @@ describe("fp16", function()
     end)
 
     it("loads half values and computes in f32: no Float16 arithmetic in the SPIR-V", function()
-        -- OpCapability (opcode 17, 2 words) Float16 (9) must be absent; the
-        -- 16-bit storage capability (4433) must be present.
-        local function capabilities(name)
-            local words = divgpu.shader(name):to_array()
+        -- The capabilities a module declares: OpCapability is opcode 17, 2 words.
+        local function capabilities(spirv)
+            local words = spirv:to_array()
             local caps, i = {}, 6
             while i <= #words do
                 local count, op = math.floor(words[i] / 65536), words[i] % 65536
@@ -172,11 +171,12 @@ describe("fp16", function()
             end
             return caps
         end
+        local FLOAT16, STORAGE_16BIT = 9, 4433
         for _, name in ipairs{ "baseline-fp16", "tiled-fp16", "tile-dispatch-fp16", "baseline-fp16-exact",
-                               "tiled-fp16-exact", "tile-dispatch-fp16-exact" } do
-            local caps = capabilities(name)
-            assert.is_nil(caps[9], name .. " declares Float16 arithmetic")
-            assert.is_true(caps[4433] == true, name .. " lacks StorageBuffer16BitAccess")
+                               "tiled-fp16-exact", "tile-dispatch-fp16-exact", "baseline-fp16-columns" } do
+            local caps = capabilities(divgpu.shader(name))
+            assert.is_nil(caps[FLOAT16], name .. " declares Float16 arithmetic")
+            assert.is_true(caps[STORAGE_16BIT] == true, name .. " lacks StorageBuffer16BitAccess")
         end
         -- The inspection itself can fail: a shader with half arithmetic is seen.
         local half_math = divgpu.compile([[
@@ -186,14 +186,7 @@ describe("fp16", function()
             layout(std430, binding = 0) buffer B { float x[]; };
             void main() { float16_t a = float16_t(x[0]); x[0] = float(a * a); }
         ]], { name = "half-math" })
-        local words = half_math:to_array()
-        local found, i = false, 6
-        while i <= #words do
-            local count, op = math.floor(words[i] / 65536), words[i] % 65536
-            if op == 17 and words[i + 1] == 9 then found = true end
-            i = i + math.max(count, 1)
-        end
-        assert.is_true(found)
+        assert.is_true(capabilities(half_math)[FLOAT16] == true)
     end)
 end)
 
@@ -205,6 +198,22 @@ describe("fp16-exact's bound", function()
         local shrunk = vk.shader(h.ctx(), "baseline-fp16-exact", { DIVGPU_BOUND_SCALE = "1e-9" })
         local out = run(e, starts, 40, { precision = "fp16-exact", spirv = shrunk })
         assert.is_not_nil(divgpu.first_difference(out, divgpu.mirror(e, starts, 40), 40))
+    end)
+end)
+
+describe("the L2 probe", function()
+    it("sweeps working-set sizes and reports a knee among them", function()
+        local probe = require "divgpu.l2_probe"
+        local knee, points = probe.measure(h.ctx(), { min_bytes = 65536, max_bytes = 262144, factor = 2,
+                                                      target_bytes = 1048576, groups = 8 })
+        assert.are.equal(3, #points)
+        local found = false
+        for i, p in ipairs(points) do
+            assert.is_true(p.gbps > 0)
+            if i > 1 then assert.is_true(p.bytes > points[i - 1].bytes) end
+            if p.bytes == knee then found = true end
+        end
+        assert.is_true(found, "the knee is one of the measured sizes")
     end)
 end)
 

@@ -33,17 +33,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rounds_to_nearest_even_keeps_subnormals_and_rejects_overflow() {
+    fn rounds_to_nearest_even_keeps_subnormals_and_rejects_overflow() -> Result<()> {
         let tiny = 2f32.powi(-24); // smallest half subnormal
         let data = vec![1.0 + 2f32.powi(-11), 1.0 + 3.0 * 2f32.powi(-11), tiny, 65504.0, -65504.0, 1.0];
-        let t = Table::from_rows("t", 3, 2, data, None).unwrap();
-        let h = to_fp16(&t).unwrap();
+        let t = Table::from_rows("t", 3, 2, data, None)?;
+        let h = to_fp16(&t)?;
         assert_eq!(h[0], f16::from_f32(1.0).to_bits()); // tie -> even
         assert_eq!(h[1], f16::from_f32(1.0 + 4.0 * 2f32.powi(-11)).to_bits()); // tie -> even (up)
         assert_eq!(h[2], 1); // subnormal kept
         assert_eq!(f16::from_bits(h[3]).to_f32(), 65504.0);
-        let big = Table::from_rows("t", 2, 1, vec![65520.0, 1.0], None).unwrap();
-        assert!(to_fp16(&big).unwrap_err().to_string().contains("row 0, column 0"));
+        let big = Table::from_rows("t", 2, 1, vec![65520.0, 1.0], None)?;
+        assert!(to_fp16(&big).is_err_and(|e| e.to_string().contains("row 0, column 0")));
+        Ok(())
     }
 }
 

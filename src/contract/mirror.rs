@@ -163,30 +163,33 @@ mod tests {
     }
 
     #[test]
-    fn vectorised_mirror_equals_the_naive_contract() {
+    fn vectorised_mirror_equals_the_naive_contract() -> Result<()> {
         for &(n, dim) in &[(37, 5), (70, 1), (129, 33)] {
-            let t = clustered(n, dim, 4, n as u64, 0.5).unwrap();
+            let t = clustered(n, dim, 4, n as u64, 0.5)?;
             let starts: Vec<u32> = (0..n as u32).step_by(7).collect();
-            let got = run(&t, &starts, n).unwrap();
+            let got = run(&t, &starts, n)?;
             for (i, &s) in starts.iter().enumerate() {
                 assert_eq!(&got[i * n..(i + 1) * n], naive(&t, s as usize, n).as_slice(), "n={n} dim={dim} start={s}");
             }
         }
+        Ok(())
     }
 
     #[test]
-    fn ties_go_to_the_smallest_index() {
+    fn ties_go_to_the_smallest_index() -> Result<()> {
         // Rows 1, 2 and 3 are identical: from start 0 the first pick among them is 1.
         let data = vec![1.0, 0.0, -1.0, 0.5, -1.0, 0.5, -1.0, 0.5];
-        let t = Table::from_rows("t", 4, 2, data, None).unwrap();
-        assert_eq!(run(&t, &[0], 4).unwrap(), vec![0, 1, 2, 3]);
+        let t = Table::from_rows("t", 4, 2, data, None)?;
+        assert_eq!(run(&t, &[0], 4)?, vec![0, 1, 2, 3]);
+        Ok(())
     }
 
     #[test]
-    fn job_arguments_are_checked() {
-        let t = clustered(10, 3, 2, 1, 0.5).unwrap();
+    fn job_arguments_are_checked() -> Result<()> {
+        let t = clustered(10, 3, 2, 1, 0.5)?;
         assert!(run(&t, &[0], 11).is_err());
         assert!(run(&t, &[0], 0).is_err());
-        assert!(run(&t, &[10], 2).unwrap_err().to_string().contains("start 10"));
+        assert!(run(&t, &[10], 2).is_err_and(|e| e.to_string().contains("start 10")));
+        Ok(())
     }
 }

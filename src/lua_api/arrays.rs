@@ -3,7 +3,7 @@
 //! mirror as these, never as flattened Lua tables. Lua sees a 1-based array:
 //! `a[i]`, `a[i] = v`, `#a`.
 
-use mlua::{FromLua, Lua, MetaMethod, UserData, UserDataMethods, Value};
+use mlua::{MetaMethod, UserData, UserDataMethods};
 
 use crate::error::Error;
 
@@ -55,21 +55,16 @@ impl HostArray {
 
     /// Builds an array of `dtype` from little-endian bytes (no alignment assumed).
     pub fn from_bytes(dtype: &str, bytes: &[u8]) -> mlua::Result<HostArray> {
-        let mut a = HostArray::new(dtype, 0)?;
-        let size = match a {
-            HostArray::U16(_) => 2,
-            HostArray::F64(_) => 8,
-            _ => 4,
-        };
-        let n = bytes.len() / size;
-        a = HostArray::new(dtype, n)?;
+        let size = HostArray::new(dtype, 1)?.bytes().len();
+        let mut a = HostArray::new(dtype, bytes.len() / size)?;
         let dst: &mut [u8] = match &mut a {
             HostArray::U32(v) => bytemuck::cast_slice_mut(v),
             HostArray::U16(v) => bytemuck::cast_slice_mut(v),
             HostArray::F32(v) => bytemuck::cast_slice_mut(v),
             HostArray::F64(v) => bytemuck::cast_slice_mut(v),
         };
-        dst.copy_from_slice(&bytes[..n * size]);
+        let n = dst.len();
+        dst.copy_from_slice(&bytes[..n]);
         Ok(a)
     }
 
@@ -143,19 +138,6 @@ impl HostArray {
             a.set(i, x)?;
         }
         Ok(a)
-    }
-}
-
-impl FromLua for HostArray {
-    fn from_lua(value: Value, _: &Lua) -> mlua::Result<Self> {
-        match value {
-            Value::UserData(ud) => Ok(ud.borrow::<HostArray>()?.clone()),
-            other => Err(mlua::Error::FromLuaConversionError {
-                from: other.type_name(),
-                to: "HostArray".into(),
-                message: Some("expected a divgpu array".into()),
-            }),
-        }
     }
 }
 

@@ -167,15 +167,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_shipped_baseline_shader() {
-        let r = reflect(crate::shaders::shipped("baseline").unwrap().spirv).unwrap();
+    fn reads_the_shipped_baseline_shader() -> crate::error::Result<()> {
+        let reflected = |name: &str| -> crate::error::Result<Reflection> {
+            reflect(crate::shaders::shipped(name)?.spirv).map_err(crate::error::Error::Shader)
+        };
+        let r = reflected("baseline")?;
         assert_eq!(r.push_constant_size, 16);
         assert_eq!(r.bindings, vec![0, 1, 2, 3, 4]);
-        let r = reflect(crate::shaders::shipped("tiled").unwrap().spirv).unwrap();
+        let r = reflected("tiled")?;
         assert_eq!(r.push_constant_size, 20);
-        let r = reflect(crate::shaders::shipped("tile-dispatch-fp16-exact").unwrap().spirv).unwrap();
+        let r = reflected("tile-dispatch-fp16-exact")?;
         assert_eq!(r.push_constant_size, 28); // 7 u32: tile range and phase
         assert_eq!(r.bindings, vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        Ok(())
     }
 
     #[test]
