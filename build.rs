@@ -2,17 +2,36 @@
 //! their GLSL sources, defines and includes, as `u32` arrays (no unaligned
 //! reinterpretation of bytes at run time).
 //!
-//! `scan.comp` holds every shape and precision of the job; each variant is one
-//! set of defines (VARIANTS). Every other `shaders/*.comp` is shipped as is.
+//! A kernel is one `shaders/NAME.comp`. If `shaders/NAME.variants` exists, each
+//! of its lines `variant DEFINE=VALUE ...` is compiled as one shipped shader
+//! (ggml's table of variants); otherwise the file ships once, as `NAME`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-const SHAPES: &[(&str, &str)] =
-    &[("baseline", "SHAPE_BASELINE"), ("tiled", "SHAPE_TILED"), ("tile-dispatch", "SHAPE_TILE_DISPATCH")];
-const PRECISIONS: &[(&str, &[&str])] =
-    &[("", &[]), ("-fp16", &["DIVGPU_FP16"]), ("-fp16-exact", &["DIVGPU_FP16_EXACT"])];
-const LAYOUTS: &[(&str, &[&str])] = &[("", &[]), ("-columns", &["DIVGPU_COLUMNS"])];
+/// (variant name, defines) from a `.variants` table.
+fn read_variants(path: &Path) -> Vec<(String, Vec<(String, String)>)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut out = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let name = words.next().unwrap_or_default().to_string();
+        let defines = words
+            .map(|w| {
+                let (k, v) = w.split_once('=').unwrap_or_else(|| {
+                    panic!("{}:{}: '{w}' is not DEFINE=VALUE", path.display(), number + 1)
+                });
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        out.push((name, defines));
+    }
+    out
+}
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -41,15 +60,11 @@ fn main() {
     for path in &sources {
         println!("cargo:rerun-if-changed={}", path.display());
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        if stem == "scan" {
-            for (shape, shape_define) in SHAPES {
-                for (suffix, flags) in PRECISIONS {
-                    for (layout, layout_flags) in LAYOUTS {
-                        let mut defines = vec![("SHAPE".to_string(), shape_define.to_string())];
-                        defines.extend(flags.iter().chain(layout_flags.iter()).map(|f| (f.to_string(), "1".to_string())));
-                        variants.push((format!("{shape}{suffix}{layout}"), path.clone(), defines));
-                    }
-                }
+        let table = path.with_extension("variants");
+        if table.exists() {
+            println!("cargo:rerun-if-changed={}", table.display());
+            for (name, defines) in read_variants(&table) {
+                variants.push((name, path.clone(), defines));
             }
         } else {
             variants.push((stem, path.clone(), Vec::new()));

@@ -22,6 +22,7 @@ local function range(a, b)
 end
 local function run(e, starts, L, o)
     o.ctx, o.embeddings, o.starts, o.length = ctx, e, starts, L
+    o.method = o.method or "direct"
     return (driver.run(o))
 end
 

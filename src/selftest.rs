@@ -81,7 +81,7 @@ pub fn run(device: &Arc<Device>) -> Result<FmaMode> {
     let out = Buffer::storage(device, (n * WORDS * 4) as u64, "selftest results")?;
     f_buf.upload(0, &f_bytes)?;
     d_buf.upload(0, &d_bytes)?;
-    let group = BindGroup::new(&pipeline, vec![f_buf, d_buf, out.clone()])?;
+    let group = BindGroup::new(&pipeline, vec![f_buf, d_buf, out.clone()], Vec::new())?;
     let mut rec = Recorder::new(device)?;
     rec.dispatch(&group, &(n as u32).to_le_bytes(), [n.div_ceil(64) as u32, 1, 1])?;
     rec.submit()?;

@@ -39,7 +39,7 @@ end
 function M.both(e, starts, length, opts)
     opts = opts or {}
     local gpu = driver.run{ ctx = M.ctx(), embeddings = e, starts = starts, length = length,
-                            spirv = opts.spirv, batch = opts.batch, workgroup_size = opts.workgroup_size }
+                            method = opts.method or "direct", spirv = opts.spirv, batch = opts.batch, workgroup_size = opts.workgroup_size }
     local cpu = divgpu.mirror(e, starts, length)
     return gpu, cpu
 end

@@ -5,9 +5,11 @@
 -- per-pair ratio of GPU time to the first configuration's, the pairs it won,
 -- and iterations per second over the first --steps steps.
 --
--- A configuration is SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns], e.g.
--- `baseline`, `tiled:fp16-exact:k2`, `tile-dispatch:fp32:k1:t4096`,
--- `baseline:columns`.
+-- A configuration of the direct method is
+-- SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns], e.g. `baseline`,
+-- `tiled:fp16-exact:k2`, `tile-dispatch:fp32:k1:t4096`, `baseline:columns`;
+-- one of the Gram method is gram[:kIN_FLIGHT][:rows]; `auto` is whichever
+-- `run --method auto` would pick (SPEC section 8).
 
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
@@ -22,7 +24,8 @@ local _M = {}
 
 function _M.add_command(parser)
     local b = parser:command("bench", "A/B configurations of run in alternating pairs (SPEC section 7).")
-    b:argument("configs", "SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns]; the first is the reference."):args("2+")
+    b:argument("configs", "SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns] (the direct method) or "
+        .. "gram|auto[:kIN_FLIGHT][:rows] (SPEC section 8); the first is the reference."):args("2+")
     b:option("--embeddings", "embeddings.json to run on (default: the shipped poems).")
     b:option("--synth", "Use a synthetic clustered table N,D[,CLUSTERS] instead.")
     b:option("--sequences", "Sequences per run (default: every item, at most 4096).")
@@ -38,8 +41,14 @@ end
 local function parse_config(text, h)
     local parts = {}
     for p in text:gmatch("[^:]+") do parts[#parts + 1] = p end
-    local c = { name = text, shape = h.check_choice(parts[1], h.SHAPE_NAMES, "configuration shape"),
-                precision = "fp32", in_flight = 2, layout = "rows" }
+    local method = "direct"
+    if parts[1] == "gram" or parts[1] == "auto" then
+        -- A method's configuration: METHOD[:kIN_FLIGHT][:columns|rows].
+        method = parts[1]
+        parts[1] = "baseline"
+    end
+    local c = { name = text, method = method, shape = h.check_choice(parts[1], h.SHAPE_NAMES, "configuration shape"),
+                precision = "fp32", in_flight = 2, layout = method == "direct" and "rows" or "columns" }
     for i = 2, #parts do
         local p = parts[i]
         if p:match("^k%d+$") then c.in_flight = tonumber(p:sub(2))
@@ -111,7 +120,17 @@ function _M.command(a, h)
         local tile, note = h.choose_tile(ctx, table_, c.shape, c.precision, c.tile and tostring(c.tile) or "auto", a.l2_bytes)
         c.tile, c.tile_note, c.table = tile, note, table_
         c.contract = c.precision == "fp16" and "fp16" or "fp32"
-        c.job = vk.job(ctx, table_, { shape = c.shape, precision = c.precision, tile_size = tile, layout = c.layout })
+        if c.method == "auto" then
+            local why
+            c.method, why = h.choose_method(ctx, table_, { method = "auto" }, c.shape, c.precision, count)
+            c.name = c.name .. " (" .. c.method .. ")"
+            io_stderr:write("divgpu: ", text, ": ", why, "\n")
+        end
+        if c.method == "gram" then
+            c.job = require("divgpu.gram").job(ctx, table_, { layout = c.layout })
+        else
+            c.job = vk.job(ctx, table_, { shape = c.shape, precision = c.precision, tile_size = tile, layout = c.layout })
+        end
         configs[i] = c
     end
     local batch = a.batch and h.positive_integer(a.batch, "--batch")

@@ -124,6 +124,37 @@ local SHAPE_NAMES = { "baseline", "tiled", "tile-dispatch" }
 local PRECISION_NAMES = { "fp32", "fp16", "fp16-exact" }
 local LAYOUT_NAMES = { "rows", "columns" }
 
+local METHOD_NAMES = { "auto", "direct", "gram" }
+
+--- The method a run uses, and a line saying why (SPEC section 8).
+local function choose_method(ctx, e, a, shape, precision, sequences)
+    local method = check_choice(a.method, METHOD_NAMES, "--method")
+    if method == "gram" and (shape ~= "baseline" or precision ~= "fp32") then
+        fail("--method gram runs the fp32 contract with its own kernel; --shape %s and --precision %s "
+            .. "apply to --method direct only", shape, precision)
+    end
+    local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
+    local driver = require "divgpu.driver"
+    local chosen, why = driver.choose_method(ctx, e, { method = method, shape = shape, precision = precision,
+                                                       memory_budget = budget }, sequences)
+    if method == "gram" then
+        local ok, reason = require("divgpu.gram").choose(ctx, e, { sequences = sequences, memory_budget = math.huge })
+        if ok ~= "gram" then fail("--method gram: %s", reason) end
+    end
+    return chosen, string_format("method %s (%s: %s)", chosen, method, why)
+end
+_M.choose_method = choose_method
+
+--- One line on the Gram filter's work: windows, fallbacks.
+local function gram_summary(stats)
+    local g = stats.gram
+    if not g or g.steps == 0 then return nil end
+    return string_format("gram: G built in %.2f s; windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
+        .. "%d fallback(s) to a full scan in %d sequence-steps", stats.build_seconds, g.window_total / g.steps,
+        100 * g.window_ones / g.steps, g.window_max, g.fallbacks, g.steps)
+end
+_M.gram_summary = gram_summary
+
 local function cmd_run(a)
     local divgpu = require "divgpu"
     local vk = require "divgpu.vk_compute"
@@ -132,6 +163,7 @@ local function cmd_run(a)
     local precision = check_choice(a.precision, PRECISION_NAMES, "--precision")
     local in_flight = positive_integer(a.in_flight, "--in-flight")
     local layout = check_choice(a.layout, LAYOUT_NAMES, "--layout")
+    check_choice(a.method, METHOD_NAMES, "--method")
     local e = load_for(divgpu, a.embeddings, precision)
     local starts = parse_starts(divgpu, a.starts, e.n)
     local length = a.length and tonumber(a.length) or e.n
@@ -140,15 +172,25 @@ local function cmd_run(a)
     end
     local batch = a.batch and positive_integer(a.batch, "--batch")
     local ctx = vk.open{ device = device_option(a.device) }
-    local tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
+    local method, method_note = choose_method(ctx, e, a, shape, precision, #starts)
+    local tile, tile_note
+    if method == "direct" then
+        tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
+    end
     local show, finish = progress_printer(a.quiet)
     if not a.quiet then
-        io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %s layout, %d in flight, fma %s\n",
-            #starts, length, ctx.info.name, e.n, e.dim, shape, precision, layout, in_flight, vk.fma_mode(ctx)))
+        if method == "gram" then
+            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), %s layout, %d in flight, fma %s\n",
+                #starts, length, ctx.info.name, e.n, e.dim, layout, in_flight, vk.fma_mode(ctx)))
+        else
+            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %s layout, %d in flight, fma %s\n",
+                #starts, length, ctx.info.name, e.n, e.dim, shape, precision, layout, in_flight, vk.fma_mode(ctx)))
+        end
+        io_stderr:write("divgpu: ", method_note, "\n")
         if tile_note then io_stderr:write("divgpu: ", tile_note, "\n") end
     end
     local result, stats = driver.run{
-        ctx = ctx, embeddings = e, starts = starts, length = length, batch = batch,
+        ctx = ctx, embeddings = e, starts = starts, length = length, batch = batch, method = method,
         shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
         target_seconds = tonumber(a.target_ms) / 1000, on_progress = show,
     }
@@ -158,6 +200,8 @@ local function cmd_run(a)
         io_stderr:write(string_format(
             "divgpu: done in %.2f s wall, %.2f s GPU, %d batch(es) of up to %d, %d submissions\n",
             stats.wall_seconds, stats.gpu_seconds, stats.batches, stats.batch_size, stats.chunks))
+        local g = gram_summary(stats)
+        if g then io_stderr:write("divgpu: ", g, "\n") end
     end
     io_stdout:write(a.out, "\n")
 end
@@ -276,7 +320,10 @@ local function build_parser()
     run:option("--batch", "Sequences per GPU batch. Default: from the device's limits.")
     run:option("--device", "Device index or name substring (see 'divgpu info'). Default: a discrete GPU.")
     run:option("--target-ms", "GPU time each submission aims at, in milliseconds.", "250")
-    run:option("--shape", "Shape of the GPU work: baseline, tiled or tile-dispatch (SPEC section 5).", "baseline")
+    run:option("--method", "auto (gram where G and the state fit the device's memory, else direct), "
+        .. "direct (every candidate's exact chain every step) or gram (the certified Gram filter, SPEC section 8).", "auto")
+    run:option("--memory-budget", "Device memory in MiB that --method auto may plan for. Default: the device's.")
+    run:option("--shape", "Shape of the direct method's work: baseline, tiled or tile-dispatch (SPEC section 5).", "baseline")
     run:option("--in-flight", "Submissions kept in flight (the CPU records the next while the GPU runs one).", "2")
     run:option("--precision", "fp32 (the contract), fp16 (reads embeddings_fp16.bin; own contract) "
         .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")

@@ -10,11 +10,12 @@
 
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
+local gram = require "divgpu.gram"
 local ChunkController = require "divgpu.chunk_controller"
 
 local min, max, ceil, floor = math.min, math.max, math.ceil, math.floor
 local clock = os.clock
-local error, type = error, type
+local error, type, tostring = error, type, tostring
 
 local _M = {}
 
@@ -37,10 +38,31 @@ local function now()
 end
 _M.now = now()
 
+--- The method a run uses and why: opts.method "direct" or "gram" as given;
+--- "auto" (the default) asks gram.choose, except for what only direct runs
+--- (another shape or precision than baseline fp32).
+function _M.choose_method(ctx, e, opts, sequences)
+    if opts.job then return opts.job.method or "direct", "a job made by the caller" end
+    local method = opts.method or "auto"
+    if method == "direct" or method == "gram" then return method, "asked for" end
+    if opts.spirv or opts.shader_name then return "direct", "a direct-method shader was given" end
+    if method ~= "auto" then error("driver.run: method must be auto, direct or gram, not '" .. tostring(method) .. "'", 3) end
+    if (opts.shape or "baseline") ~= "baseline" or (opts.precision or "fp32") ~= "fp32" then
+        return "direct", "shapes and precisions other than baseline fp32 run only with the direct method"
+    end
+    return gram.choose(ctx, e, { sequences = sequences, memory_budget = opts.memory_budget })
+end
+
 --- driver.run(opts) -> result, stats. opts:
 ---   ctx, embeddings, starts (u32 array), length        required
+---   method         "auto" (default) | "direct" | "gram" (SPEC section 8). auto
+---                  picks gram where G and the state fit the device's memory
+---                  (memory_budget: bytes, to plan for less), else direct;
+---                  stats.method and stats.method_reason say which and why
 ---   shape, precision, tile_size, layout, workgroup_size, spirv  passed to vk_compute.job
----   job            a job made earlier with vk_compute.job (instead of the above)
+---   window_capacity, g_block_rows, gram_defines (and layout, workgroup_size,
+---                  spirv)  passed to gram.job
+---   job            a job made earlier with vk_compute.job or gram.job (instead of the above)
 ---   batch          sequences per batch (default: from the device's limits)
 ---   in_flight      submissions kept in flight (default 2): the CPU records
 ---                  chunk n+1 while the GPU runs chunk n
@@ -57,9 +79,17 @@ function _M.run(opts)
     divgpu.check_job(e, starts, length)
     local now_ = _M.now
     local t0 = now_()
-    local job = opts.job or vk.job(opts.ctx, e, {
-        shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,
-        spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size })
+    local method, method_reason = _M.choose_method(opts.ctx, e, opts, #starts)
+    local job = opts.job
+    if not job and method == "gram" then
+        job = gram.job(opts.ctx, e, {
+            layout = opts.layout, workgroup_size = opts.workgroup_size, window_capacity = opts.window_capacity,
+            g_block_rows = opts.g_block_rows, defines = opts.gram_defines, spirv = opts.spirv })
+    elseif not job then
+        job = vk.job(opts.ctx, e, {
+            shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,
+            spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size })
+    end
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
     -- ring / in_flight steps.
     local ring = min(opts.ring or DEFAULT_RING, max(1, length) * in_flight)
@@ -69,10 +99,20 @@ function _M.run(opts)
     local batch_size = opts.batch or job:max_batch(ring)
     if batch_size < 1 then error("driver.run: batch must be >= 1", 2) end
     batch_size = min(batch_size, total)
+    if not opts.batch then
+        -- Equal batches: a last batch of a few sequences would cost as many
+        -- dependent steps as a full one.
+        batch_size = ceil(total / ceil(total / batch_size))
+    end
     local result = divgpu.array("u32", total * length)
     local batches = ceil(total / batch_size)
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size,
-                    workgroup_size = job.workgroup_size, chunk_sizes = {} }
+                    workgroup_size = job.workgroup_size, chunk_sizes = {},
+                    method = job.method or "direct", method_reason = method_reason }
+    if stats.method == "gram" then
+        stats.build_seconds = job.build_seconds
+        stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0 }
+    end
     local steps_total, steps_done = batches * (length - 1), 0
     for b = 0, batches - 1 do
         local first = b * batch_size
@@ -119,6 +159,16 @@ function _M.run(opts)
                                   done = steps_done, total = steps_total, elapsed = now_() - t0,
                                   chunk = c.n }
             end
+        end
+        if batch.stats then
+            -- The filter's windows and fallbacks, summed over batches.
+            local g, bs = stats.gram, batch:stats()
+            g.steps = g.steps + count * (length - 1)
+            g.window_total = g.window_total + bs.window_total
+            g.window_ones = g.window_ones + bs.window_ones
+            g.fallbacks = g.fallbacks + bs.fallbacks
+            g.window_max = max(g.window_max, bs.window_max)
+            g.max_ratio = max(g.max_ratio, bs.max_ratio)
         end
     end
     stats.wall_seconds = now_() - t0

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use mlua::{UserData, UserDataFields, UserDataMethods, UserDataRef};
 
 use super::arrays::HostArray;
-use crate::contract::{fp16, table::Table};
+use crate::contract::{fp16, gram, table::Table};
 use crate::error::Error;
 
 pub struct Embeddings(pub Arc<Table>);
@@ -42,6 +42,15 @@ impl UserData for Embeddings {
                 out.extend(t.row(s as usize).iter().map(|&x| x as f64));
             }
             Ok(HostArray::F64(out))
+        });
+        // Upper bounds on every row's 2-norm (f64), for the Gram filter's bound.
+        m.add_method("norm_bounds", |_, this, ()| Ok(HostArray::F64(gram::row_norm_bounds(&this.0))));
+        // true, or nil and why the Gram method cannot certify this table.
+        m.add_method("gram_admissible", |_, this, ()| {
+            Ok(match gram::check_admissible(&this.0, &gram::row_norm_bounds(&this.0)) {
+                Ok(()) => (true, None),
+                Err(why) => (false, Some(why)),
+            })
         });
         m.add_method("title", |_, this, i: usize| {
             Ok(this.0.titles.as_ref().and_then(|t| t.get(i).cloned()))

@@ -51,6 +51,9 @@ pub fn info_table(lua: &Lua, i: &DeviceInfo) -> mlua::Result<LuaTable> {
     t.set("int64_atomics", i.int64_atomics)?;
     t.set("denorm_preserve_f32", i.denorm_preserve_f32)?;
     t.set("rounding_rte_f32", i.rounding_rte_f32)?;
+    t.set("buffer_device_address", i.buffer_device_address)?;
+    t.set("max_memory_allocation_size", i.max_memory_allocation_size)?;
+    t.set("device_local_bytes", i.device_local_bytes)?;
     Ok(t)
 }
 
@@ -72,6 +75,16 @@ fn push_bytes(t: &LuaTable) -> mlua::Result<Vec<u8>> {
         bytes.extend_from_slice(&(x as u32).to_le_bytes());
     }
     Ok(bytes)
+}
+
+fn buffer_list(list: &LuaTable, what: &str) -> mlua::Result<Vec<Arc<Buffer>>> {
+    let mut buffers = Vec::new();
+    for i in 1..=list.raw_len() {
+        let b: UserDataRef<LuaBuffer> =
+            list.raw_get(i).map_err(|_| Error::Usage(format!("{what}: entry {i} is not a buffer")))?;
+        buffers.push(b.0.clone());
+    }
+    Ok(buffers)
 }
 
 impl UserData for Context {
@@ -119,17 +132,20 @@ impl UserData for Context {
             let name = name.unwrap_or_else(|| spirv.name.clone());
             Ok(LuaPipeline(Pipeline::new(&this.0, &name, &spirv.words, &spec)?))
         });
-        // ctx:bind(pipeline, { buffer, ... }) -> a bind group, buffers in binding order.
-        m.add_method("bind", |_, _, (pipeline, list): (UserDataRef<LuaPipeline>, LuaTable)| {
-            let mut buffers = Vec::new();
-            for i in 1..=list.raw_len() {
-                let b: UserDataRef<LuaBuffer> = list
-                    .raw_get(i)
-                    .map_err(|_| Error::Usage(format!("bind(): entry {i} is not a buffer")))?;
-                buffers.push(b.0.clone());
-            }
-            Ok(LuaBindGroup(BindGroup::new(&pipeline.0, buffers)?))
-        });
+        // ctx:bind(pipeline, { buffer, ... } [, { referenced, ... }]) -> a bind
+        // group, buffers in binding order; `referenced` buffers are those the
+        // shader reaches by device address, kept alive with the group.
+        m.add_method(
+            "bind",
+            |_, _, (pipeline, list, referenced): (UserDataRef<LuaPipeline>, LuaTable, Option<LuaTable>)| {
+                let buffers = buffer_list(&list, "bind()")?;
+                let referenced = match referenced {
+                    Some(t) => buffer_list(&t, "bind() referenced")?,
+                    None => Vec::new(),
+                };
+                Ok(LuaBindGroup(BindGroup::new(&pipeline.0, buffers, referenced)?))
+            },
+        );
         m.add_method("recorder", |_, this, ()| Ok(LuaRecorder(Recorder::new(&this.0)?)));
         // ctx:self_test() -> "hardware" | "emulated": how the contract's fma is
         // computed on this device; raises if the device cannot meet the contract.
@@ -145,6 +161,12 @@ impl UserData for LuaBuffer {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("size", |_, this| Ok(this.0.size));
         f.add_field_method_get("name", |_, this| Ok(this.0.name.clone()));
+        // The device address as two u32 words { low, high }, ready for a push
+        // constant or an address table (a Lua number cannot hold every u64).
+        f.add_field_method_get("address", |_, this| {
+            let a = this.0.device_address()?;
+            Ok(vec![a as u32, (a >> 32) as u32])
+        });
     }
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
         // buf:write(array [, byte_offset])

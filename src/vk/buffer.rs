@@ -7,7 +7,6 @@ use ash::vk;
 use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use gpu_allocator::MemoryLocation;
 
-use super::commands::one_shot;
 use super::context::Device;
 use crate::error::{vk_err, Error, Result};
 
@@ -22,7 +21,7 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    fn create(
+    pub(super) fn create(
         device: &Arc<Device>,
         size: u64,
         usage: vk::BufferUsageFlags,
@@ -68,9 +67,12 @@ impl Buffer {
 
     /// A device-local storage buffer of `size` bytes (contents undefined).
     pub fn storage(device: &Arc<Device>, size: u64, name: &str) -> Result<Arc<Buffer>> {
-        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+        let mut usage = vk::BufferUsageFlags::STORAGE_BUFFER
             | vk::BufferUsageFlags::TRANSFER_SRC
             | vk::BufferUsageFlags::TRANSFER_DST;
+        if device.info.buffer_device_address {
+            usage |= vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
+        }
         Ok(Arc::new(Self::create(device, size, usage, MemoryLocation::GpuOnly, name)?))
     }
 
@@ -80,6 +82,21 @@ impl Buffer {
     pub fn readback(device: &Arc<Device>, size: u64, name: &str) -> Result<Arc<Buffer>> {
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST;
         Ok(Arc::new(Self::create(device, size, usage, MemoryLocation::GpuToCpu, name)?))
+    }
+
+    /// The buffer's 64-bit device address, for shaders that reach it through
+    /// a buffer reference instead of a binding (no maxStorageBufferRange).
+    pub fn device_address(&self) -> Result<u64> {
+        if !self.device.info.buffer_device_address || self.host_visible {
+            return Err(Error::Usage(format!(
+                "buffer '{}' has no device address (device '{}' {})",
+                self.name,
+                self.device.info.name,
+                if self.host_visible { "host-visible buffer" } else { "lacks bufferDeviceAddress" }
+            )));
+        }
+        let info = vk::BufferDeviceAddressInfo::default().buffer(self.raw);
+        Ok(unsafe { self.device.raw.get_buffer_device_address(&info) })
     }
 
     /// Reads a host-visible buffer through its mapping. The caller has waited
@@ -107,74 +124,12 @@ impl Buffer {
         Ok(mapped[offset as usize..(offset + len) as usize].to_vec())
     }
 
-    fn mapped(&mut self) -> Result<&mut [u8]> {
+    pub(super) fn mapped(&mut self) -> Result<&mut [u8]> {
         let name = self.name.clone();
         self.allocation
             .as_mut()
             .and_then(|a| a.mapped_slice_mut())
             .ok_or_else(|| Error::Device(format!("staging buffer '{name}' is not host-mapped")))
-    }
-
-    /// Copies `bytes` into this buffer at `offset` (through a staging buffer).
-    pub fn upload(self: &Arc<Self>, offset: u64, bytes: &[u8]) -> Result<()> {
-        if offset + bytes.len() as u64 > self.size {
-            return Err(Error::Usage(format!(
-                "upload of {} bytes at offset {offset} overflows buffer '{}' of {} bytes",
-                bytes.len(),
-                self.name,
-                self.size
-            )));
-        }
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        let mut staging = Self::create(
-            &self.device,
-            bytes.len() as u64,
-            vk::BufferUsageFlags::TRANSFER_SRC,
-            MemoryLocation::CpuToGpu,
-            "staging upload",
-        )?;
-        staging.mapped()?[..bytes.len()].copy_from_slice(bytes);
-        let region = [vk::BufferCopy { src_offset: 0, dst_offset: offset, size: bytes.len() as u64 }];
-        one_shot(&self.device, |cmd| unsafe {
-            self.device.raw.cmd_copy_buffer(cmd, staging.raw, self.raw, &region);
-        })
-    }
-
-    /// Reads `len` bytes from `offset` back to the host.
-    pub fn download(self: &Arc<Self>, offset: u64, len: u64) -> Result<Vec<u8>> {
-        if offset + len > self.size {
-            return Err(Error::Usage(format!(
-                "download of {len} bytes at offset {offset} overflows buffer '{}' of {} bytes",
-                self.name, self.size
-            )));
-        }
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        if self.host_visible {
-            return self.read_mapped(offset, len);
-        }
-        let mut staging = Self::create(
-            &self.device,
-            len,
-            vk::BufferUsageFlags::TRANSFER_DST,
-            MemoryLocation::GpuToCpu,
-            "staging download",
-        )?;
-        let region = [vk::BufferCopy { src_offset: offset, dst_offset: 0, size: len }];
-        one_shot(&self.device, |cmd| unsafe {
-            self.device.raw.cmd_copy_buffer(cmd, self.raw, staging.raw, &region);
-        })?;
-        Ok(staging.mapped()?[..len as usize].to_vec())
-    }
-
-    /// Sets every 32-bit word of the buffer to `word`.
-    pub fn fill(self: &Arc<Self>, word: u32) -> Result<()> {
-        one_shot(&self.device, |cmd| unsafe {
-            self.device.raw.cmd_fill_buffer(cmd, self.raw, 0, vk::WHOLE_SIZE, word);
-        })
     }
 }
 

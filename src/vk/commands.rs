@@ -4,91 +4,14 @@
 //! a buffer while the GPU still reads it cannot free the memory under it.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ash::vk;
 
 use super::context::Device;
 use super::pipeline::BindGroup;
+use super::queue::{create_pool_and_buffer, submit, wait_fence, DEFAULT_WAIT_LIMIT};
 use crate::error::{vk_err, Error, Result};
-
-/// How long a single wait may take before the run is declared hung. A chunk is
-/// sized to well under a second; minutes without completion means the device
-/// is stuck, and the user gets an error instead of a frozen terminal.
-pub const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(600);
-
-fn wait_fence(device: &Device, fence: vk::Fence, limit: Duration) -> Result<()> {
-    let start = Instant::now();
-    loop {
-        let r = unsafe { device.raw.wait_for_fences(&[fence], true, 1_000_000_000) };
-        match r {
-            Ok(()) => return Ok(()),
-            Err(vk::Result::TIMEOUT) if start.elapsed() < limit => continue,
-            Err(vk::Result::TIMEOUT) => {
-                return Err(Error::Device(format!(
-                    "the GPU did not finish a submission within {} s (device hung?)",
-                    limit.as_secs()
-                )))
-            }
-            Err(e) => return Err(vk_err("vkWaitForFences")(e)),
-        }
-    }
-}
-
-struct CommandObjects<'a> {
-    device: &'a Device,
-    pool: vk::CommandPool,
-    fence: vk::Fence,
-}
-
-impl Drop for CommandObjects<'_> {
-    fn drop(&mut self) {
-        unsafe { self.device.raw.destroy_fence(self.fence, None) };
-        unsafe { self.device.raw.destroy_command_pool(self.pool, None) };
-    }
-}
-
-fn create_pool_and_buffer(device: &Device) -> Result<(vk::CommandPool, vk::CommandBuffer)> {
-    let pool_info = vk::CommandPoolCreateInfo::default().queue_family_index(device.queue_family);
-    let pool = unsafe { device.raw.create_command_pool(&pool_info, None) }.map_err(vk_err("vkCreateCommandPool"))?;
-    let alloc = vk::CommandBufferAllocateInfo::default()
-        .command_pool(pool)
-        .level(vk::CommandBufferLevel::PRIMARY)
-        .command_buffer_count(1);
-    match unsafe { device.raw.allocate_command_buffers(&alloc) } {
-        Ok(b) => Ok((pool, b[0])),
-        Err(e) => {
-            unsafe { device.raw.destroy_command_pool(pool, None) };
-            Err(vk_err("vkAllocateCommandBuffers")(e))
-        }
-    }
-}
-
-fn submit(device: &Device, cmd: vk::CommandBuffer, fence: vk::Fence) -> Result<()> {
-    let cmds = [cmd];
-    let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
-    let queue = device.queue.lock().map_err(|_| Error::Device("queue lock poisoned".into()))?;
-    unsafe { device.raw.queue_submit(*queue, &submit, fence) }.map_err(vk_err("vkQueueSubmit"))
-}
-
-/// Records with `record`, submits and waits: for uploads and downloads.
-pub fn one_shot(device: &Arc<Device>, record: impl FnOnce(vk::CommandBuffer)) -> Result<()> {
-    let (pool, cmd) = create_pool_and_buffer(device)?;
-    let fence = match unsafe { device.raw.create_fence(&vk::FenceCreateInfo::default(), None) } {
-        Ok(f) => f,
-        Err(e) => {
-            unsafe { device.raw.destroy_command_pool(pool, None) };
-            return Err(vk_err("vkCreateFence")(e));
-        }
-    };
-    let objects = CommandObjects { device, pool, fence };
-    let begin = vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-    unsafe { device.raw.begin_command_buffer(cmd, &begin) }.map_err(vk_err("vkBeginCommandBuffer"))?;
-    record(cmd);
-    unsafe { device.raw.end_command_buffer(cmd) }.map_err(vk_err("vkEndCommandBuffer"))?;
-    submit(device, cmd, objects.fence)?;
-    wait_fence(device, objects.fence, DEFAULT_WAIT_LIMIT)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {

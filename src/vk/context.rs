@@ -45,6 +45,13 @@ pub struct DeviceInfo {
     pub int64_atomics: bool,
     pub denorm_preserve_f32: bool,
     pub rounding_rte_f32: bool,
+    /// Shaders can reach buffers through 64-bit device addresses (the Gram
+    /// matrix is bound that way: it can exceed maxStorageBufferRange).
+    pub buffer_device_address: bool,
+    /// The largest single allocation the driver promises (Vulkan 1.1).
+    pub max_memory_allocation_size: u64,
+    /// The size of the largest device-local memory heap.
+    pub device_local_bytes: u64,
     pub compute_queue_family: Option<u32>,
 }
 
@@ -209,6 +216,13 @@ impl Instance {
         let compute_family = pick_compute_family(&families);
         let timestamp_bits = compute_family.map(|f| families[f as usize].timestamp_valid_bits).unwrap_or(0);
         let limits = props.limits;
+        let memory = unsafe { self.raw.get_physical_device_memory_properties(pd) };
+        let device_local_bytes = memory.memory_heaps[..memory.memory_heap_count as usize]
+            .iter()
+            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .max()
+            .unwrap_or(0);
         DeviceInfo {
             index,
             name: c_chars_to_string(&props.device_name),
@@ -241,6 +255,9 @@ impl Instance {
             int64_atomics: f12.shader_buffer_int64_atomics == vk::TRUE,
             denorm_preserve_f32: p12.shader_denorm_preserve_float32 == vk::TRUE,
             rounding_rte_f32: p12.shader_rounding_mode_rte_float32 == vk::TRUE,
+            buffer_device_address: f12.buffer_device_address == vk::TRUE,
+            max_memory_allocation_size: p11.max_memory_allocation_size,
+            device_local_bytes,
             compute_queue_family: compute_family,
         }
     }
@@ -332,7 +349,9 @@ impl Device {
         let queue_info = [vk::DeviceQueueCreateInfo::default().queue_family_index(queue_family).queue_priorities(&priorities)];
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default()
             .storage_buffer16_bit_access(chosen.storage_buffer_16bit);
-        let mut f12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(chosen.float16);
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default()
+            .shader_float16(chosen.float16)
+            .buffer_device_address(chosen.buffer_device_address);
         let core = vk::PhysicalDeviceFeatures::default().shader_float64(true).shader_int64(chosen.int64);
         let mut features2 = vk::PhysicalDeviceFeatures2::default().features(core).push_next(&mut f11).push_next(&mut f12);
         let create_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info).push_next(&mut features2);
@@ -344,7 +363,7 @@ impl Device {
             device: raw.clone(),
             physical_device: physical,
             debug_settings: Default::default(),
-            buffer_device_address: false,
+            buffer_device_address: chosen.buffer_device_address,
             allocation_sizes: Default::default(),
         });
         let allocator = match allocator {

@@ -3,4 +3,6 @@ pub mod buffer;
 pub mod commands;
 pub mod context;
 pub mod pipeline;
+pub mod queue;
 pub mod spirv;
+pub mod transfer;

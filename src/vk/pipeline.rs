@@ -108,16 +108,18 @@ impl Drop for Pipeline {
 }
 
 /// A pipeline together with the buffers bound to its bindings. Holding the
-/// buffers here is what keeps them alive while a submission uses them.
+/// buffers here is what keeps them alive while a submission uses them; so are
+/// `referenced` buffers, which the shader reaches by device address.
 pub struct BindGroup {
     pub pipeline: Arc<Pipeline>,
     pub buffers: Vec<Arc<Buffer>>,
+    pub referenced: Vec<Arc<Buffer>>,
     pool: vk::DescriptorPool,
     pub set: vk::DescriptorSet,
 }
 
 impl BindGroup {
-    pub fn new(pipeline: &Arc<Pipeline>, buffers: Vec<Arc<Buffer>>) -> Result<Arc<BindGroup>> {
+    pub fn new(pipeline: &Arc<Pipeline>, buffers: Vec<Arc<Buffer>>, referenced: Vec<Arc<Buffer>>) -> Result<Arc<BindGroup>> {
         let device = &pipeline.device;
         let wanted = &pipeline.reflection.bindings;
         if buffers.len() != wanted.len() {
@@ -168,7 +170,7 @@ impl BindGroup {
             })
             .collect();
         unsafe { device.raw.update_descriptor_sets(&writes, &[]) };
-        Ok(Arc::new(BindGroup { pipeline: pipeline.clone(), buffers, pool, set }))
+        Ok(Arc::new(BindGroup { pipeline: pipeline.clone(), buffers, referenced, pool, set }))
     }
 }
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The Gram method's campaign on the H200 device machine (../shared/DEVICE.md),
+# with the PyTorch peers (bench/peers/) in the same run:
+#   bash bench/gram_campaign.sh sanity    info, gram parity on the device, seed batch by gram
+#   bash bench/gram_campaign.sh seed      seed batch, full length: gram, direct (columns), torch direct, torch f64 Gram
+#   bash bench/gram_campaign.sh all       all 8,359 starts, full length: gram, torch direct
+#   bash bench/gram_campaign.sh large     65,536 x 768, 4,096 sequences x 1,024 steps: gram, direct, torch direct
+#   bash bench/gram_campaign.sh scaling   N = 8,192 * 2^k up to 131,072, 4,096 sequences x 256 steps: gram
+# Needs .gl (Debian debs of the Vulkan loader, libglvnd, LuaJIT, lua-argparse)
+# and build/divgpu.so carried along. Results go to $OUT (one JSON line per job
+# in $OUT/results.jsonl, full logs beside it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/divgpu-out}
+mkdir -p "$OUT"
+
+for f in .gl/libvulkan1*.deb .gl/libglvnd0*.deb .gl/libegl1*.deb .gl/libopengl0*.deb \
+         .gl/libgl1*.deb .gl/libglx0*.deb .gl/libgles2*.deb; do dpkg -x "$f" /; done
+ldconfig
+mkdir -p /tmp/x && for f in .gl/luajit*.deb .gl/libluajit*.deb .gl/lua-argparse*.deb; do dpkg -x "$f" /tmp/x; done
+export PATH=/tmp/x/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/x/usr/lib/x86_64-linux-gnu
+export LUA_PATH="/tmp/x/usr/share/lua/5.1/?.lua;./?.lua;lua/?.lua;;" LUA_CPATH="build/?.so;;"
+if ! bin/divgpu info >/dev/null 2>&1; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+
+table() {  # table N -> path of a clustered synthetic table (SPEC section 6), made here
+    local dir=/tmp/synth_$1
+    mkdir -p "$dir"
+    [ -f "$dir/embeddings.json" ] || bin/divgpu synth --n "$1" --dim 768 --clusters 16 --seed 1 --out "$dir/embeddings.json" >/dev/null
+    echo "$dir/embeddings.json"
+}
+
+# timed NAME CMD...: wall seconds of a whole command, its stderr in $OUT/NAME.log
+timed() {
+    local name=$1; shift
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" >"$OUT/$name.out" 2>"$OUT/$name.log"
+    local rc=$?
+    t1=$(date +%s.%N)
+    local wall
+    wall=$(echo "$t1 - $t0" | bc)
+    printf '{"job": "%s", "rc": %d, "wall_seconds": %s}\n' "$name" "$rc" "$wall" | tee -a "$OUT/results.jsonl"
+    grep -E "divgpu: (method|done|gram)" "$OUT/$name.log" | sed "s/^/  $name: /"
+    tail -n 2 "$OUT/$name.out" | sed "s/^/  $name: /"
+}
+
+divgpu_run() {  # divgpu_run NAME TABLE STARTS LENGTH METHOD [extra...]
+    local name=$1 tbl=$2 starts=$3 length=$4 method=$5; shift 5
+    timed "$name" bin/divgpu run --embeddings "$tbl" --starts "$starts" --length "$length" --method "$method" \
+        --out "/tmp/$name.json" "$@"
+}
+
+peer() {  # peer NAME SCRIPT TABLE STARTS LENGTH
+    local name=$1 script=$2 tbl=$3 starts=$4 length=$5
+    timed "$name" python3 "bench/peers/$script" --embeddings "$tbl" --starts "$starts" --length "$length" \
+        --out "/tmp/$name.json" --json "$OUT/$name.json"
+}
+
+same() {  # same A B: share of identical sequences
+    python3 bench/peers/compare.py "/tmp/$1.json" "/tmp/$2.json" | sed "s/^/  $1 vs $2: /" | tee -a "$OUT/compare.txt"
+}
+
+case "${1:-sanity}" in
+sanity)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+    bin/divgpu info | tee "$OUT/info.txt"
+    luajit bench/gram_parity.lua 2>&1 | tee "$OUT/gram_parity.txt"
+    SEED=$(table 8359)
+    divgpu_run gram_seed "$SEED" 0:3584 8359 gram
+    ;;
+seed)
+    SEED=$(table 8359)
+    divgpu_run gram_seed "$SEED" 0:3584 8359 gram
+    peer torch_direct_seed torch_direct.py "$SEED" 0:3584 8359
+    peer torch_gram64_seed torch_gram64.py "$SEED" 0:3584 8359
+    divgpu_run direct_seed "$SEED" 0:3584 8359 direct --layout columns
+    divgpu_run gram_seed_2 "$SEED" 0:3584 8359 gram
+    same gram_seed direct_seed; same gram_seed torch_direct_seed; same gram_seed torch_gram64_seed
+    ;;
+all)
+    SEED=$(table 8359)
+    divgpu_run gram_all "$SEED" 0:8359 8359 gram
+    peer torch_direct_all torch_direct.py "$SEED" 0:8359 8359
+    same gram_all torch_direct_all
+    ;;
+large)
+    LARGE=$(table 65536)
+    divgpu_run gram_large "$LARGE" 0:4096 1025 gram
+    peer torch_direct_large torch_direct.py "$LARGE" 0:4096 1025
+    divgpu_run direct_large "$LARGE" 0:4096 ${DIRECT_STEPS:-1025} direct --layout columns
+    same gram_large torch_direct_large
+    ;;
+scaling)
+    for n in 8192 16384 32768 65536 131072; do
+        T=$(table $n)
+        divgpu_run "gram_scaling_$n" "$T" 0:4096 257 gram
+        rm -f "/tmp/gram_scaling_$n.json"
+    done
+    ;;
+esac

@@ -1,0 +1,271 @@
+-- gram: the certified Gram method (SPEC section 8; the proof is
+-- shaders/gram.md). G = E Eᵀ is built once on the GPU (f64 sums, stored as
+-- f32, in blocks reached by device address); each sequence then reads one G
+-- row per step and rescores only the candidates its bound cannot rule out.
+--
+--   local gram = require "divgpu.gram"
+--   local method, why = gram.choose(ctx, e, { sequences = #starts })  -- "gram" | "direct"
+--   local job = gram.job(ctx, e, opts)     -- same interface as vk_compute.job:
+--   local batch = job:batch(starts, ring, in_flight)
+--   batch:record(first, count, rec); batch:submit(rec); batch:wait(rec); batch:winners()
+--   batch:stats()                          -- windows and fallbacks of the batch
+--
+-- Misuse raises error(msg, 2).
+
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local kernel = require "divgpu.kernel"
+
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local error, setmetatable, string_format, type, tostring, ipairs = error, setmetatable, string.format, type, tostring, ipairs
+local huge = math.huge
+
+local _M = {}
+
+local GRAM = require "divgpu.kernels.gram"
+local GRAM_BUILD = require "divgpu.kernels.gram_build"
+
+-- f64 FMAs of G's build per submission: well under a second on either kind
+-- of device (lavapipe runs f64 at a few hundred M/s on 2 cores).
+local BUILD_FMA_PER_SUBMISSION = { cpu = 2 ^ 28, gpu = 2 ^ 40 }
+
+local function mib(bytes) return string_format("%.1f MiB", bytes / 1048576) end
+
+--- Bytes of device memory a gram job needs: G, the table (twice while G is
+--- built from rows and the scan reads columns), norms; and per sequence.
+function _M.memory_need(n, dim)
+    local fixed = n * n * 4 + 2 * n * dim * 4 + n * 12
+    local per_sequence = n * 8 + dim * 8 + ceil(n / 32) * 4 + 40
+    return fixed, per_sequence
+end
+
+--- gram.choose(ctx, e, opts) -> "gram" | "direct", reason. opts:
+---   sequences      how many sequences the run has (the state of at least one
+---                  batch must fit beside G)
+---   memory_budget  bytes the job may use (default: the device's largest
+---                  device-local heap); the 10% kept free is for the driver
+function _M.choose(ctx, e, opts)
+    opts = opts or {}
+    local info = ctx.info
+    if not info.buffer_device_address then
+        return "direct", string_format("device '%s' lacks bufferDeviceAddress, which gram needs for G", info.name)
+    end
+    if not info.int64 then
+        return "direct", string_format("device '%s' lacks shaderInt64, which gram needs for G's addresses", info.name)
+    end
+    local ok, why = e:gram_admissible()
+    if not ok then return "direct", why end
+    local budget = opts.memory_budget or info.device_local_bytes
+    local fixed, per_sequence = _M.memory_need(e.n, e.dim)
+    local sequences = min(opts.sequences or 1, 64)
+    local need = fixed + per_sequence * sequences
+    if need > 0.9 * budget then
+        return "direct", string_format("G (%d x %d f32) and the state of %d sequences need %s, more than 90%% of "
+            .. "the %s of device memory%s", e.n, e.n, sequences, mib(need), mib(budget),
+            opts.memory_budget and " given as the budget" or (" of '" .. info.name .. "'"))
+    end
+    return "gram", string_format("G (%d x %d f32, %s) and the state fit the %s of device memory", e.n, e.n,
+        mib(e.n * e.n * 4), mib(budget))
+end
+
+-- Threads per sequence: as vk_compute's default.
+local function default_workgroup(info)
+    local wanted = info.type == "cpu" and 64 or 256
+    return min(wanted, info.max_workgroup_invocations, info.max_workgroup_size)
+end
+
+--- Loop iterations one thread may run in one step, at worst (a fallback
+--- scan, and in the instrumented build a rescoring of every candidate).
+local function step_iterations(n, dim, wg, capacity, check)
+    local per_thread = ceil(n / wg)
+    local worst = 2 * per_thread + 2 * ceil(dim / wg) + max(per_thread, ceil(capacity / wg)) * (dim + 1) + 2 * wg + 64
+    if check then worst = worst + per_thread * (dim + 1) end
+    return worst
+end
+
+local function build_g(self, ctx, e, rows_table)
+    local n, dim = e.n, e.dim
+    local builder = kernel.new(ctx, GRAM_BUILD)
+    local group = builder:bind{ embeddings = rows_table }
+    local budget = BUILD_FMA_PER_SUBMISSION[ctx.info.type == "cpu" and "cpu" or "gpu"]
+    local tile = GRAM_BUILD.tile
+    local rows_per_dispatch = max(tile, floor(budget / (n * dim) / tile) * tile)
+    local rec = ctx:recorder()
+    local seconds = 0
+    for b, block in ipairs(self.g_blocks) do
+        local row0 = (b - 1) * self.block_rows
+        local row_end = min(row0 + self.block_rows, n)
+        local address = block.address
+        for begin = row0, row_end - 1, rows_per_dispatch do
+            local finish = min(begin + rows_per_dispatch, row_end)
+            builder:dispatch(rec, group, { num_items = n, dim = dim, row_begin = begin, row_end = finish,
+                                           block_row0 = row0, block_lo = address[1], block_hi = address[2] },
+                             ceil(n / tile), ceil((finish - begin) / tile))
+            -- Orders G's writes before every later command that reads G.
+            rec:barrier()
+            rec:submit()
+            seconds = seconds + (rec:wait() or 0)
+        end
+    end
+    return seconds
+end
+
+local Job = {}
+Job.__index = Job
+
+--- gram.job(ctx, e, opts) -> job. opts:
+---   layout           "rows" | "columns" (default): the table the exact chain reads
+---   workgroup_size   threads per sequence
+---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
+---   g_block_rows     G rows per block (default: as many as one allocation holds)
+---   defines, spirv   a variant of gram.comp (instrumented build, twins)
+function _M.job(ctx, e, opts)
+    opts = opts or {}
+    if type(e) ~= "userdata" then error("gram.job: embeddings must be a table loaded with divgpu.load_embeddings", 2) end
+    local info = ctx.info
+    local method, why = _M.choose(ctx, e, { memory_budget = huge })
+    if method ~= "gram" then error("the Gram method cannot run here: " .. why, 2) end
+    local n, dim = e.n, e.dim
+    local layout = opts.layout or "columns"
+    if layout ~= "rows" and layout ~= "columns" then error("gram.job: unknown layout '" .. tostring(layout) .. "'", 2) end
+    local wg = opts.workgroup_size or default_workgroup(info)
+    local capacity = opts.window_capacity or wg
+    local check = opts.defines and opts.defines.DIVGPU_GRAM_CHECK
+    local steps_per_dispatch = huge
+    local cap = vk.loop_cap(ctx)
+    if cap then
+        -- The device stops loops silently past `cap` iterations: keep every
+        -- dispatch's steps under it (lavapipe: 65,535).
+        local per_step = step_iterations(n, dim, wg, capacity, check)
+        steps_per_dispatch = floor(cap / per_step)
+        if steps_per_dispatch < 1 then
+            error(string_format("device '%s' stops shader loops after %d iterations, and one gram step needs up to %d "
+                .. "per thread (%d items x %d dims, %d threads): use more threads or another device",
+                info.name, cap, per_step, n, dim, wg), 2)
+        end
+    end
+    local shared = dim * 4 + wg * 16 + capacity * 4 + 16
+    if shared > info.max_shared_memory then
+        error(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
+            dim, shared, wg, info.name, info.max_shared_memory), 2)
+    end
+    local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, workgroup_size = wg,
+                                window_capacity = capacity, layout = layout, method = "gram",
+                                steps_per_dispatch = steps_per_dispatch }, Job)
+    -- G's blocks: whole rows, each block one allocation.
+    local row_bytes = n * 4
+    self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
+    self.g_blocks = {}
+    local addresses = divgpu.array("u32", 2 * ceil(n / self.block_rows))
+    for b = 1, ceil(n / self.block_rows) do
+        local rows = min(self.block_rows, n - (b - 1) * self.block_rows)
+        local block = ctx:buffer(rows * row_bytes, "G block " .. b)
+        self.g_blocks[b] = block
+        local address = block.address
+        addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
+    end
+    self.g_block_table = ctx:upload(addresses, "G block addresses")
+    local rows_table = ctx:upload(e:values(), "embeddings")
+    self.table_buffer = layout == "columns" and ctx:upload(e:values():transposed(n, dim), "embeddings by columns")
+        or rows_table
+    self.inv_norm_buffer = ctx:upload(e:inv_norms(), "inv_norm")
+    self.norms = e:norm_bounds()
+    self.row_norm_buffer = ctx:upload(self.norms, "row norm bounds")
+    local t0 = require("divgpu.driver").now()
+    self.build_gpu_seconds = build_g(self, ctx, e, rows_table)
+    self.build_seconds = require("divgpu.driver").now() - t0
+    self.kernel = kernel.new(ctx, GRAM, {
+        variant = layout == "columns" and "gram-columns" or "gram",
+        defines = opts.defines, spirv = opts.spirv,
+        constants = { workgroup_size = wg, max_dim = dim, window_capacity = capacity },
+    })
+    return self
+end
+
+--- Bytes each sequence of a batch needs in its largest buffer.
+function Job:bytes_per_sequence(ring)
+    return max(self.n * 8, self.dim * 8, ceil(self.n / 32) * 4, ring * 4, 32)
+end
+
+--- The largest batch whose buffers fit the device's buffer range, capped at
+--- `cap` (default 4096 sequences).
+function Job:max_batch(ring, cap)
+    local info = self.ctx.info
+    return max(1, min(cap or 4096, floor(info.max_storage_buffer_range / self:bytes_per_sequence(ring)),
+        info.max_workgroup_count))
+end
+
+local Batch = {}
+Batch.__index = Batch
+
+--- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0 done.
+function Job:batch(starts, ring, in_flight)
+    local count, n, ctx = #starts, self.n, self.ctx
+    local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
+    local state_f64 = divgpu.array("f64", count * GRAM.state_f64_words)
+    local state_u32 = divgpu.array("u32", count * GRAM.state_u32_words)
+    for i = 1, count do
+        local s = starts[i]
+        state_f64[(i - 1) * GRAM.state_f64_words + 1] = self.norms[s + 1]  -- T = |E_s|
+        state_u32[(i - 1) * GRAM.state_u32_words + 1] = s                   -- G row of s still to add
+    end
+    b.approx = ctx:buffer(count * n * 8, "approx")
+    b.approx:fill(0)  -- all-zero words are f64 +0.0
+    b.state_f64 = ctx:upload(state_f64, "gram state f64")
+    b.state_u32 = ctx:upload(state_u32, "gram state u32")
+    b.winners_buffer = ctx:buffer(count * ring * 4, "winners", "host")
+    b.group = self.kernel:bind({
+        embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, row_norms = self.row_norm_buffer,
+        g_blocks = self.g_block_table,
+        centroids = ctx:upload(self.embeddings:gather_f64(starts), "centroids"),
+        masks = ctx:upload(divgpu.initial_masks(starts, n), "masks"),
+        approx = b.approx, winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
+    }, self.g_blocks)
+    b.recorders = {}
+    for i = 1, in_flight or 1 do b.recorders[i] = ctx:recorder() end
+    b.recorder = b.recorders[1]
+    return b
+end
+
+--- Records steps first .. first+count-1 on `rec`.
+function Batch:record(first, count, rec)
+    if count > self.ring then
+        error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 2)
+    end
+    rec = rec or self.recorder
+    local job = self.job
+    local per = min(job.steps_per_dispatch, count)
+    for t = first, first + count - 1, per do
+        job.kernel:dispatch(rec, self.group, { num_items = job.n, dim = job.dim, first_step = t,
+            steps = min(per, first + count - t), ring = self.ring, block_rows = job.block_rows }, self.count)
+        -- Orders this dispatch's state writes before the next dispatch reads them.
+        rec:barrier()
+    end
+end
+
+function Batch:submit(rec) (rec or self.recorder):submit() end
+
+--- Waits; returns the GPU seconds of the submission (nil without timestamps).
+function Batch:wait(rec) return (rec or self.recorder):wait() end
+
+function Batch:winners() return self.winners_buffer:read("u32") end
+
+--- The batch's filter statistics so far (call after waiting): steps, the sum
+--- of window sizes, windows of one, fallbacks, the largest window, and the
+--- instrumented build's max |exact - a| / B.
+function Batch:stats()
+    local u = self.state_u32:read("u32")
+    local f = self.state_f64:read("f64")
+    local s = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0 }
+    for i = 0, self.count - 1 do
+        local o = i * GRAM.state_u32_words
+        s.window_total = s.window_total + u[o + 2]
+        s.window_ones = s.window_ones + u[o + 3]
+        s.fallbacks = s.fallbacks + u[o + 4]
+        s.window_max = max(s.window_max, u[o + 5])
+        s.max_ratio = max(s.max_ratio, f[i * GRAM.state_f64_words + 2])
+    end
+    return s
+end
+
+return _M

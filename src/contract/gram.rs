@@ -1,0 +1,74 @@
+//! Host side of the certified Gram filter (SPEC section 8): the per-row norm
+//! bounds its error bound needs, and the certificate that no value of the
+//! method can overflow. The proof is `shaders/gram.md`.
+
+use super::table::Table;
+
+/// Largest N and D the bound's simplifications are proven for (gamma_n <=
+/// n * 2^-52 and (1+u)^D <= 1 + 2*D*u need n * 2^-53 <= 1/2 and D*u <= 1).
+pub const MAX_ITEMS: usize = 1 << 24;
+pub const MAX_DIM: usize = 1 << 24;
+
+/// An upper bound on `|E_j|_2` for every row: the f64 sum of squares (d
+/// ascending; each square of an f32 is exact in f64) has relative error at
+/// most gamma_D, sqrt and the final multiply one rounding each, so the factor
+/// 1 + (D + 4) * 2^-52 makes the result an upper bound.
+pub fn row_norm_bounds(t: &Table) -> Vec<f64> {
+    let widen = 1.0 + (t.dim as f64 + 4.0) * f64::EPSILON;
+    (0..t.n)
+        .map(|j| {
+            let sum: f64 = t.row(j).iter().map(|&x| (x as f64) * (x as f64)).sum();
+            sum.sqrt() * widen
+        })
+        .collect()
+}
+
+/// The Gram method's certificate that nothing overflows: every f32 value it
+/// or the contract forms (G entries, centroid components, chain partial sums,
+/// scores) is at most N * max|E_j|^2 or N * max|E_j| in magnitude, so
+/// N * max(|E_j|, |E_j|^2) <= 2^120 keeps them all far below f32's 2^128.
+/// `Err` names the first row at fault.
+pub fn check_admissible(t: &Table, norms: &[f64]) -> std::result::Result<(), String> {
+    if t.n > MAX_ITEMS || t.dim > MAX_DIM {
+        return Err(format!(
+            "the Gram method's bound is proven for at most {MAX_ITEMS} items and {MAX_DIM} dimensions; \
+             this table has {} x {}",
+            t.n, t.dim
+        ));
+    }
+    let limit = 2f64.powi(120) / t.n as f64;
+    for (j, &norm) in norms.iter().enumerate() {
+        if norm.max(norm * norm) > limit {
+            return Err(format!(
+                "row {j} has norm {norm:e}: the Gram method needs N * max(|E_j|, |E_j|^2) <= 2^120 \
+                 so that no sum can overflow f32 (use --method direct)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn norm_bounds_are_upper_bounds() -> std::result::Result<(), String> {
+        let data = vec![3.0f32, 4.0, 1e-20, 1.0, 0.1, 0.2];
+        let t = Table::from_rows("t", 3, 2, data, None).map_err(|e| e.to_string())?;
+        let norms = row_norm_bounds(&t);
+        assert!(norms[0] >= 5.0 && norms[0] < 5.0 * (1.0 + 1e-14));
+        assert!(norms[1] >= 1.0);
+        assert!(norms[2] * norms[2] >= 0.1f32 as f64 * 0.1f32 as f64 + 0.2f32 as f64 * 0.2f32 as f64);
+        check_admissible(&t, &norms)
+    }
+
+    #[test]
+    fn huge_rows_are_refused_by_name() -> std::result::Result<(), String> {
+        let data = vec![1.0f32, 0.0, 1e36, 1e36];
+        let t = Table::from_rows("t", 2, 2, data, None).map_err(|e| e.to_string())?;
+        let err = check_admissible(&t, &row_norm_bounds(&t)).err().ok_or("accepted a table that overflows")?;
+        assert!(err.starts_with("row 1 "), "{err}");
+        Ok(())
+    }
+}

@@ -1,0 +1,203 @@
+-- The Gram method (SPEC section 8) vs the CPU mirror, bit for bit; its bound
+-- checked directly by the instrumented build; and the twins that must fail.
+local divgpu = require "divgpu"
+local driver = require "divgpu.driver"
+local gram = require "divgpu.gram"
+local vk = require "divgpu.vk_compute"
+local h = require "tests.helpers"
+
+--- Runs the gram method through the real driver; returns the sequences and stats.
+local function run_gram(e, starts, length, opts)
+    opts = opts or {}
+    local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "gram" }
+    for k, v in pairs(opts) do args[k] = v end
+    return driver.run(args)
+end
+
+local function assert_identical(e, starts, length, opts)
+    local gpu, stats = run_gram(e, starts, length, opts)
+    local d = divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length)
+    assert(d == nil, h.describe_difference(d))
+    assert.are.equal("gram", stats.method)
+    return stats
+end
+
+local function assert_differs(e, starts, length, opts)
+    local gpu = run_gram(e, starts, length, opts)
+    assert.is_not_nil(divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length),
+        "the perturbed variant gave the contract's output: the check is vacuous")
+end
+
+--- A table whose values are multiples of 1/8 in [-1, 1]: scores tie exactly.
+local function ties_table(n, dim)
+    local dir = h.tmpdir()
+    local path = dir .. "/ties.json"
+    local rows, seed = {}, 12345
+    for j = 1, n do
+        local row = {}
+        for d = 1, dim do
+            seed = (seed * 1103515245 + 12345) % 2147483648
+            row[d] = (seed % 17 - 8) / 8
+        end
+        if dim == 1 or row[1] == 0 then row[1] = 0.125 * (1 + j % 3) end  -- never a zero row
+        rows[j] = "[" .. table.concat(row, ",") .. "]"
+    end
+    local f = assert(io.open(path, "w"))
+    f:write("[", table.concat(rows, ",\n"), "]\n")
+    f:close()
+    local e = divgpu.load_embeddings(path)
+    os.execute("rm -rf " .. dir)
+    return e
+end
+
+--- The instrumented build: max |exact - approx| / bound over every candidate-step.
+local function max_ratio(e, starts, length, scale, opts)
+    local defines = { DIVGPU_GRAM_CHECK = 1, DIVGPU_BOUND_SCALE = scale or "1.0lf" }
+    local args = { gram_defines = defines }
+    for k, v in pairs(opts or {}) do args[k] = v end
+    local _, stats = run_gram(e, starts, length, args)
+    return stats.gram.max_ratio
+end
+
+local TABLES = {
+    { "ci shape (N = 1000, not a multiple of the workgroup)", function() return divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 } end, 64, 64 },
+    { "N smaller than the workgroup", function() return divgpu.synth{ n = 37, dim = 24, clusters = 8, seed = 61 } end, 37, 37 },
+    { "D = 1", function() return divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 } end, 50, 50 },
+    { "odd D", function() return divgpu.synth{ n = 300, dim = 7, clusters = 8, seed = 307 } end, 64, 300 },
+    { "exact score ties (multiples of 1/8)", function() return ties_table(200, 5) end, 64, 200 },
+}
+
+describe("gram method vs CPU mirror", function()
+    teardown(h.assert_no_validation_messages)
+
+    describe("on the shipped poems", function()
+        local e = h.shipped()
+
+        it("is identical for every start over the first 24 steps", function()
+            -- Every start; 24 steps is what the CPU mirror affords in CI.
+            local stats = assert_identical(e, h.range(0, e.n), 24)
+            assert.is_true(stats.gram.window_ones > 0)
+        end)
+
+        it("is identical for 6 starts in full (a full ordering is a permutation)", function()
+            local starts = divgpu.array("u32", { 0, 1, 97, math.floor(e.n / 2), e.n - 2, e.n - 1 })
+            local gpu = run_gram(e, starts, e.n)
+            local d = divgpu.first_difference(gpu, divgpu.mirror(e, starts, e.n), e.n)
+            assert(d == nil, h.describe_difference(d))
+            local seen = {}
+            for i = 1, e.n do seen[gpu[i]] = true end
+            for j = 0, e.n - 1 do assert(seen[j], "item " .. j .. " missing from the full ordering") end
+        end)
+
+        it("the bound holds on every candidate-step (instrumented), and its 1% twin fails", function()
+            local starts = divgpu.array("u32", { 0, 5, 500, e.n - 1 })
+            local ratio = max_ratio(e, starts, 32)
+            assert(ratio > 0 and ratio <= 1, "max |exact - approx| / bound = " .. ratio)
+            local shrunk = max_ratio(e, starts, 32, "0.01lf")
+            assert(shrunk > 1, "a bound shrunk to 1% was not caught: ratio " .. shrunk)
+        end)
+    end)
+
+    describe("on synthetic tables", function()
+        for _, c in ipairs(TABLES) do
+            local name, make, sequences, length = c[1], c[2], c[3], c[4]
+            it(name .. ": identical, and the bound holds", function()
+                local e = make()
+                local starts = h.range(0, sequences)
+                assert_identical(e, starts, length)
+                local ratio = max_ratio(e, h.range(0, math.min(sequences, 16)), math.min(length, 48))
+                assert(ratio <= 1, "max |exact - approx| / bound = " .. ratio)
+            end)
+        end
+
+        it("the rows layout is identical too", function()
+            local e = divgpu.synth{ n = 300, dim = 7, clusters = 8, seed = 307 }
+            assert_identical(e, h.range(0, 64), 300, { layout = "rows" })
+        end)
+
+        it("the ci shape's bound twin (scaled to 1%) fails the instrumented check", function()
+            local e = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }
+            local ratio = max_ratio(e, h.range(0, 8), 32, "0.01lf")
+            assert(ratio > 1, "a bound shrunk to 1% was not caught: ratio " .. ratio)
+        end)
+
+        it("windows that overflow a capacity of 1 fall back to a full scan: identical", function()
+            local e = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }
+            local stats = assert_identical(e, h.range(0, 32), 200, { window_capacity = 1 })
+            assert(stats.gram.fallbacks > 0, "no fallback ran")
+        end)
+
+        it("twin: an overflowing window cut to its capacity is caught", function()
+            local e = ties_table(200, 5)
+            assert_differs(e, h.range(0, 64), 200, { window_capacity = 1, gram_defines = { DIVGPU_GRAM_PERTURB = 3 } })
+        end)
+
+        it("chunk boundaries mid-run, two submissions in flight, G in many blocks: identical", function()
+            local e = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }
+            local starts = divgpu.array("u32", { 999, 0, 500, 1, 2 })
+            local stats = assert_identical(e, starts, 1000, { ring = 8, in_flight = 2, batch = 2, g_block_rows = 97 })
+            assert(stats.chunks > 2 * 3 * 1, "expected many chunks, got " .. stats.chunks)
+        end)
+
+        it("twin: the G row pending across a dispatch boundary dropped is caught", function()
+            local e = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }
+            assert_differs(e, h.range(0, 8), 100, { ring = 8, in_flight = 2, gram_defines = { DIVGPU_GRAM_PERTURB = 2 } })
+        end)
+
+        it("twin: trusting the approximation without exact rescoring is caught", function()
+            local e = ties_table(200, 5)
+            assert_differs(e, h.range(0, 64), 200, { gram_defines = { DIVGPU_GRAM_PERTURB = 1 } })
+        end)
+
+        it("twin: ties broken towards the larger index in the rescoring are caught", function()
+            local e = ties_table(200, 5)
+            assert_differs(e, h.range(0, 64), 200, { gram_defines = { DIVGPU_PERTURB = 3 } })
+        end)
+
+        it("twin: an unfused chain in the rescoring is caught", function()
+            local e = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }
+            assert_differs(e, h.range(0, 64), 200, { window_capacity = 1, gram_defines = { DIVGPU_PERTURB = 1 } })
+        end)
+    end)
+
+    describe("method choice", function()
+        it("auto picks gram when G fits, and direct when memory is short, saying why", function()
+            local e = divgpu.synth{ n = 300, dim = 7, clusters = 8, seed = 307 }
+            local method, why = gram.choose(h.ctx(), e, { sequences = 4 })
+            assert.are.equal("gram", method, why)
+            method, why = gram.choose(h.ctx(), e, { sequences = 4, memory_budget = 200000 })
+            assert.are.equal("direct", method)
+            assert.truthy(why:find("more than 90%% of the 0.2 MiB of device memory given as the budget"), why)
+            local out, stats = driver.run{ ctx = h.ctx(), embeddings = e, starts = h.range(0, 4), length = 10,
+                                           memory_budget = 200000 }
+            assert.are.equal("direct", stats.method)
+            assert.are.equal(why, stats.method_reason)
+            assert.is_nil(divgpu.first_difference(out, divgpu.mirror(e, h.range(0, 4), 10), 10))
+        end)
+
+        it("a table that could overflow is refused by gram with its row, and auto runs direct", function()
+            local dir = h.tmpdir()
+            local path = dir .. "/huge.json"
+            local f = assert(io.open(path, "w"))
+            f:write("[[1, 0], [1e36, 1e36], [0, 1]]\n")
+            f:close()
+            local e = divgpu.load_embeddings(path)
+            os.execute("rm -rf " .. dir)
+            local method, why = gram.choose(h.ctx(), e, {})
+            assert.are.equal("direct", method)
+            assert.truthy(why:find("^row 1 has norm"), why)
+            local ok, err = pcall(gram.job, h.ctx(), e, {})
+            assert.is_false(ok)
+            assert.truthy(tostring(err):find("row 1 has norm"), tostring(err))
+        end)
+
+        it("a kernel descriptor that disagrees with its shader is refused", function()
+            local kernel = require "divgpu.kernel"
+            local wrong = { shader = "gram_build", bindings = { "embeddings", "extra" }, push = { "num_items" } }
+            local ok, err = pcall(kernel.new, h.ctx(), wrong)
+            assert.is_false(ok)
+            assert.truthy(tostring(err):find("the shader has 1 bindings, its descriptor names 2"), tostring(err))
+            assert.is_truthy(vk)
+        end)
+    end)
+end)
