@@ -6,6 +6,7 @@
 #   bash bench/gram_campaign.sh all       all 8,359 starts, full length: gram, torch direct
 #   bash bench/gram_campaign.sh large     65,536 x 768, 4,096 sequences x 1,024 steps: gram, direct, torch direct
 #   bash bench/gram_campaign.sh scaling   N = 8,192 * 2^k up to 131,072, 4,096 sequences x 256 steps: gram
+# Several modes in one call: bash bench/gram_campaign.sh sanity seed all
 # Needs .gl (Debian debs of the Vulkan loader, libglvnd, LuaJIT, lua-argparse)
 # and build/divgpu.so carried along. Results go to $OUT (one JSON line per job
 # in $OUT/results.jsonl, full logs beside it).
@@ -34,15 +35,13 @@ table() {  # table N -> path of a clustered synthetic table (SPEC section 6), ma
 # timed NAME CMD...: wall seconds of a whole command, its stderr in $OUT/NAME.log
 timed() {
     local name=$1; shift
-    local t0 t1
-    t0=$(date +%s.%N)
+    local t0=$EPOCHREALTIME
     "$@" >"$OUT/$name.out" 2>"$OUT/$name.log"
     local rc=$?
-    t1=$(date +%s.%N)
     local wall
-    wall=$(echo "$t1 - $t0" | bc)
+    wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
     printf '{"job": "%s", "rc": %d, "wall_seconds": %s}\n' "$name" "$rc" "$wall" | tee -a "$OUT/results.jsonl"
-    grep -E "divgpu: (method|done|gram)" "$OUT/$name.log" | sed "s/^/  $name: /"
+    grep -E "divgpu: (method|done|gram)|seconds|identical" "$OUT/$name.log" | sed "s/^/  $name: /"
     tail -n 2 "$OUT/$name.out" | sed "s/^/  $name: /"
 }
 
@@ -62,7 +61,9 @@ same() {  # same A B: share of identical sequences
     python3 bench/peers/compare.py "/tmp/$1.json" "/tmp/$2.json" | sed "s/^/  $1 vs $2: /" | tee -a "$OUT/compare.txt"
 }
 
-case "${1:-sanity}" in
+for mode in "${@:-sanity}"; do
+echo "== $mode"
+case "$mode" in
 sanity)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
     bin/divgpu info | tee "$OUT/info.txt"
@@ -77,7 +78,9 @@ seed)
     peer torch_gram64_seed torch_gram64.py "$SEED" 0:3584 8359
     divgpu_run direct_seed "$SEED" 0:3584 8359 direct --layout columns
     divgpu_run gram_seed_2 "$SEED" 0:3584 8359 gram
+    divgpu_run gram_seed_rows "$SEED" 0:3584 8359 gram --layout rows
     same gram_seed direct_seed; same gram_seed torch_direct_seed; same gram_seed torch_gram64_seed
+    same gram_seed gram_seed_rows
     ;;
 all)
     SEED=$(table 8359)
@@ -89,14 +92,11 @@ large)
     LARGE=$(table 65536)
     divgpu_run gram_large "$LARGE" 0:4096 1025 gram
     peer torch_direct_large torch_direct.py "$LARGE" 0:4096 1025
-    divgpu_run direct_large "$LARGE" 0:4096 ${DIRECT_STEPS:-1025} direct --layout columns
+    divgpu_run direct_large "$LARGE" 0:4096 "${DIRECT_STEPS:-1025}" direct --layout columns
     same gram_large torch_direct_large
     ;;
 scaling)
-    for n in 8192 16384 32768 65536 131072; do
-        T=$(table $n)
-        divgpu_run "gram_scaling_$n" "$T" 0:4096 257 gram
-        rm -f "/tmp/gram_scaling_$n.json"
-    done
+    luajit bench/gram_scaling.lua "${MAX_N:-131072}" 4096 256 2>&1 | tee "$OUT/scaling.jsonl"
     ;;
 esac
+done

@@ -70,6 +70,7 @@ shared float center[MAX_DIM];
 shared float red_score[gl_WorkGroupSize.x];
 shared uint red_index[gl_WorkGroupSize.x];
 shared double red_f64[gl_WorkGroupSize.x];
+shared dvec2 red_f64x2[gl_WorkGroupSize.x];
 shared uint window[WINDOW_CAPACITY];
 shared uint window_count;
 
@@ -117,8 +118,9 @@ void load_center_and_bound(uint chosen) {
         cs2 += s * s;
     }
     // workgroup_sum's barrier also orders the centroid writes before any scan reads them.
-    const double wc_norm = sqrt(workgroup_sum(wc2));
-    const double cs_norm = sqrt(workgroup_sum(cs2));
+    const dvec2 sums = workgroup_sum2(dvec2(wc2, cs2));
+    const double wc_norm = sqrt(sums.x);
+    const double cs_norm = sqrt(sums.y);
     const double D = double(pc.dim), m = double(chosen);
     const double chosen_norms = state_f64[seq * 2u + T_NORMS];
     const double rho = U32 * (1.0lf + 2.0lf * D * U32);          // >= u (1+u)^(D-1)
@@ -171,12 +173,26 @@ void reduce_best(float best, uint best_j) {
     }
 }
 
+// Candidates a thread keeps from pass A for the window (more: a rescan).
+const uint KEEP = 8u;
+double keep_lo[KEEP];
+uint keep_j[KEEP];
+
+void add_to_window(uint j) {
+    const uint slot = atomicAdd(window_count, 1u);
+    if (slot < WINDOW_CAPACITY) window[slot] = j;
+}
+
 void gram_step(uint t, bool first_of_dispatch) {
     const uint n = pc.num_items;
     const uint base = seq * n;
     load_center_and_bound(t);  // t items are chosen before step t
 
-    // Pass A: add the previous winner's G row; U = min (a_j + B_j).
+    // Pass A: add the previous winner's G row; U = min (a_j + B_j). Each
+    // thread also keeps the few of its candidates whose lower end lo_j can
+    // still reach its running minimum of hi: U <= that minimum at every
+    // moment, so every window member of the thread is kept (or the list
+    // overflows and the thread rescans its candidates after U is known).
     GRow row = g_row(state_u32[seq * 8u + S_PREVIOUS]);
     bool add_row = true;
 #if DIVGPU_GRAM_PERTURB == 2
@@ -184,6 +200,8 @@ void gram_step(uint t, bool first_of_dispatch) {
     add_row = !first_of_dispatch;
 #endif
     double lowest = uint64BitsToDouble(0x7ff0000000000000ul);
+    uint kept = 0u;
+    bool overflow = false;
     for (uint j = tid; j < n; j += threads) {
         if (is_masked(j)) continue;  // chosen items are never candidates again
         double ap = approx[base + j];
@@ -193,21 +211,44 @@ void gram_step(uint t, bool first_of_dispatch) {
         }
         double a, bound;
         approx_score(j, ap, a, bound);
+        const double lo = a - bound;
         lowest = min(lowest, a + bound);
+        if (lo <= lowest) {
+            if (kept == KEEP) {
+                // Drop the kept candidates the running minimum has ruled out.
+                uint still = 0u;
+                for (uint k = 0u; k < KEEP; ++k) {
+                    if (keep_lo[k] <= lowest) {
+                        keep_lo[still] = keep_lo[k];
+                        keep_j[still] = keep_j[k];
+                        ++still;
+                    }
+                }
+                kept = still;
+            }
+            if (kept < KEEP) {
+                keep_lo[kept] = lo;
+                keep_j[kept] = j;
+                ++kept;
+            } else {
+                overflow = true;
+            }
+        }
     }
     const double upper = workgroup_min(lowest);
 
-    // Pass B: the window { j : a_j - B_j <= U } (each thread rereads its own approx_j).
-    if (tid == 0u) window_count = 0u;
-    // Orders the reset before any thread counts.
-    barrier();
-    for (uint j = tid; j < n; j += threads) {
-        if (is_masked(j)) continue;
-        double a, bound;
-        approx_score(j, approx[base + j], a, bound);
-        if (a - bound <= upper) {
-            const uint slot = atomicAdd(window_count, 1u);
-            if (slot < WINDOW_CAPACITY) window[slot] = j;
+    // The window { j : lo_j <= U }; window_count was reset by the previous
+    // step (or at the start), ordered by the barriers since.
+    if (overflow) {
+        for (uint j = tid; j < n; j += threads) {
+            if (is_masked(j)) continue;
+            double a, bound;
+            approx_score(j, approx[base + j], a, bound);
+            if (a - bound <= upper) add_to_window(j);
+        }
+    } else {
+        for (uint k = 0u; k < kept; ++k) {
+            if (keep_lo[k] <= upper) add_to_window(keep_j[k]);
         }
     }
     // Orders the window's writes before every thread reads them.
@@ -284,8 +325,12 @@ void gram_step(uint t, bool first_of_dispatch) {
     for (uint d = tid; d < pc.dim; d += threads) {
         csum[seq * pc.dim + d] += double(LOAD_EMB(EMB_INDEX(winner, d)));
     }
+    // Every thread has read window_count above (count); the next step's window starts empty.
+    barrier();
+    if (tid == 0u) window_count = 0u;
     // Orders this step's mask, state and centroid writes before the next
-    // step's reads (by other threads), and red_index[0]'s read before reuse.
+    // step's reads (by other threads), red_index[0]'s read before its reuse,
+    // and the window reset before the next step counts.
     memoryBarrierBuffer();
     barrier();
 }
@@ -295,6 +340,9 @@ void main() {
     tid = gl_LocalInvocationID.x;
     threads = gl_WorkGroupSize.x;
     words = (pc.num_items + 31u) / 32u;
+    if (tid == 0u) window_count = 0u;
+    // Orders the reset before the first step counts.
+    barrier();
     for (uint k = 0u; k < pc.steps; ++k) {
         gram_step(pc.first_step + k, k == 0u);
     }

@@ -61,6 +61,22 @@ expect_ok "verify confirms the cache" $divgpu verify --embeddings "$tmp/e.json" 
 expect_ok "run with a list of starts and a small batch" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/list.json" --starts 7,3,299 --length 300 --batch 2 --quiet
 expect_ok "verify confirms full orderings" $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/list.json" --quiet
 
+# The two methods (SPEC section 8) write the same bytes; auto says which it picked and why.
+expect_ok "run --method direct" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/direct.json" --starts 0:40 --length 60 --method direct --quiet
+expect_ok "run --method gram" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/gram.json" --starts 0:40 --length 60 --method gram --quiet
+cmp -s "$tmp/direct.json" "$tmp/gram.json" && ok "gram and direct caches are byte-identical" || not_ok "gram and direct caches are byte-identical"
+expect_ok "run --method auto reports its choice" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/auto.json" --starts 0:4 --length 10
+grep -q "^divgpu: method gram (auto: G (300 x 300 f32" "$tmp/stderr" && grep -q "^divgpu: gram: G built in" "$tmp/stderr" \
+    && ok "auto picks gram and the summary counts windows" || not_ok "auto picks gram and the summary counts windows" "$(cat "$tmp/stderr")"
+$divgpu synth --n 1000 --dim 8 --seed 5 --out "$tmp/e1000.json" >/dev/null
+expect_ok "auto with a small memory budget" $divgpu run --embeddings "$tmp/e1000.json" --out "$tmp/auto.json" --starts 0:4 --length 10 --memory-budget 1
+grep -q "^divgpu: method direct (auto: G (1000 x 1000 f32) and the state of 4 sequences need .* more than 90% of the 1.0 MiB of device memory given as the budget)" "$tmp/stderr" \
+    && ok "auto picks direct when memory is short, and says why" || not_ok "auto picks direct when memory is short, and says why" "$(cat "$tmp/stderr")"
+expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contract" \
+    $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method gram --shape tiled
+expect_fail "an unknown method" "--method 'fast' is not one of: auto, direct, gram" \
+    $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method fast
+
 # A cache with one index changed: verify names the sequence and the step.
 python3 - "$tmp/cache.json" "$tmp/bad.json" <<'PY'
 import json, sys
