@@ -13,7 +13,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/divgpu-out}
-mkdir -p "$OUT"
+LOGS=${LOGS:-/tmp/divgpu-logs}  # full logs; $OUT keeps the summaries (the device tool returns 8 files)
+mkdir -p "$OUT" "$LOGS"
 
 for f in .gl/libvulkan1*.deb .gl/libglvnd0*.deb .gl/libegl1*.deb .gl/libopengl0*.deb \
          .gl/libgl1*.deb .gl/libglx0*.deb .gl/libgles2*.deb; do dpkg -x "$f" /; done
@@ -36,13 +37,13 @@ table() {  # table N -> path of a clustered synthetic table (SPEC section 6), ma
 timed() {
     local name=$1; shift
     local t0=$EPOCHREALTIME
-    "$@" >"$OUT/$name.out" 2>"$OUT/$name.log"
+    "$@" >"$LOGS/$name.out" 2>"$LOGS/$name.log"
     local rc=$?
     local wall
     wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
     printf '{"job": "%s", "rc": %d, "wall_seconds": %s}\n' "$name" "$rc" "$wall" | tee -a "$OUT/results.jsonl"
-    grep -E "divgpu: (method|done|gram)|seconds|identical" "$OUT/$name.log" | sed "s/^/  $name: /"
-    tail -n 2 "$OUT/$name.out" | sed "s/^/  $name: /"
+    { grep -E "divgpu: (method|done|gram)|seconds|identical" "$LOGS/$name.log"; tail -n 2 "$LOGS/$name.out"; } \
+        | sed "s/^/  $name: /" | tee -a "$OUT/summary.txt"
 }
 
 divgpu_run() {  # divgpu_run NAME TABLE STARTS LENGTH METHOD [extra...]
@@ -54,7 +55,8 @@ divgpu_run() {  # divgpu_run NAME TABLE STARTS LENGTH METHOD [extra...]
 peer() {  # peer NAME SCRIPT TABLE STARTS LENGTH
     local name=$1 script=$2 tbl=$3 starts=$4 length=$5
     timed "$name" python3 "bench/peers/$script" --embeddings "$tbl" --starts "$starts" --length "$length" \
-        --out "/tmp/$name.json" --json "$OUT/$name.json"
+        --out "/tmp/$name.json" --json "$LOGS/$name.json"
+    cat "$LOGS/$name.json" >>"$OUT/peers.jsonl"; echo >>"$OUT/peers.jsonl"
 }
 
 same() {  # same A B: share of identical sequences
@@ -65,8 +67,8 @@ for mode in "${@:-sanity}"; do
 echo "== $mode"
 case "$mode" in
 sanity)
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
-    bin/divgpu info | tee "$OUT/info.txt"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$LOGS/gpu.txt"
+    bin/divgpu info | tee "$LOGS/info.txt"
     luajit bench/gram_parity.lua 2>&1 | tee "$OUT/gram_parity.txt"
     SEED=$(table 8359)
     divgpu_run gram_seed "$SEED" 0:3584 8359 gram
@@ -78,9 +80,18 @@ seed)
     peer torch_gram64_seed torch_gram64.py "$SEED" 0:3584 8359
     divgpu_run direct_seed "$SEED" 0:3584 8359 direct --layout columns
     divgpu_run gram_seed_2 "$SEED" 0:3584 8359 gram
-    divgpu_run gram_seed_rows "$SEED" 0:3584 8359 gram --layout rows
+    divgpu_run gram_seed_columns "$SEED" 0:3584 8359 gram --layout columns
     same gram_seed direct_seed; same gram_seed torch_direct_seed; same gram_seed torch_gram64_seed
-    same gram_seed gram_seed_rows
+    same gram_seed gram_seed_columns
+    ;;
+layout)
+    # gram's table layout, alternating pairs on the seed batch, full length.
+    SEED=$(table 8359)
+    for pair in 1 2 3; do
+        divgpu_run "gram_rows_$pair" "$SEED" 0:3584 8359 gram --layout rows
+        divgpu_run "gram_columns_$pair" "$SEED" 0:3584 8359 gram --layout columns
+    done
+    same gram_rows_1 gram_columns_1
     ;;
 all)
     SEED=$(table 8359)

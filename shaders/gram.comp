@@ -173,11 +173,6 @@ void reduce_best(float best, uint best_j) {
     }
 }
 
-// Candidates a thread keeps from pass A for the window (more: a rescan).
-const uint KEEP = 8u;
-double keep_lo[KEEP];
-uint keep_j[KEEP];
-
 void add_to_window(uint j) {
     const uint slot = atomicAdd(window_count, 1u);
     if (slot < WINDOW_CAPACITY) window[slot] = j;
@@ -188,11 +183,9 @@ void gram_step(uint t, bool first_of_dispatch) {
     const uint base = seq * n;
     load_center_and_bound(t);  // t items are chosen before step t
 
-    // Pass A: add the previous winner's G row; U = min (a_j + B_j). Each
-    // thread also keeps the few of its candidates whose lower end lo_j can
-    // still reach its running minimum of hi: U <= that minimum at every
-    // moment, so every window member of the thread is kept (or the list
-    // overflows and the thread rescans its candidates after U is known).
+    // Pass A: add the previous winner's G row; U = min (a_j + B_j).
+    // (Keeping each thread's few candidates for the window in local arrays,
+    // instead of pass B, measured 10% slower on the H200: bench/NOTES.md.)
     GRow row = g_row(state_u32[seq * 8u + S_PREVIOUS]);
     bool add_row = true;
 #if DIVGPU_GRAM_PERTURB == 2
@@ -200,8 +193,6 @@ void gram_step(uint t, bool first_of_dispatch) {
     add_row = !first_of_dispatch;
 #endif
     double lowest = uint64BitsToDouble(0x7ff0000000000000ul);
-    uint kept = 0u;
-    bool overflow = false;
     for (uint j = tid; j < n; j += threads) {
         if (is_masked(j)) continue;  // chosen items are never candidates again
         double ap = approx[base + j];
@@ -211,45 +202,18 @@ void gram_step(uint t, bool first_of_dispatch) {
         }
         double a, bound;
         approx_score(j, ap, a, bound);
-        const double lo = a - bound;
         lowest = min(lowest, a + bound);
-        if (lo <= lowest) {
-            if (kept == KEEP) {
-                // Drop the kept candidates the running minimum has ruled out.
-                uint still = 0u;
-                for (uint k = 0u; k < KEEP; ++k) {
-                    if (keep_lo[k] <= lowest) {
-                        keep_lo[still] = keep_lo[k];
-                        keep_j[still] = keep_j[k];
-                        ++still;
-                    }
-                }
-                kept = still;
-            }
-            if (kept < KEEP) {
-                keep_lo[kept] = lo;
-                keep_j[kept] = j;
-                ++kept;
-            } else {
-                overflow = true;
-            }
-        }
     }
     const double upper = workgroup_min(lowest);
 
-    // The window { j : lo_j <= U }; window_count was reset by the previous
-    // step (or at the start), ordered by the barriers since.
-    if (overflow) {
-        for (uint j = tid; j < n; j += threads) {
-            if (is_masked(j)) continue;
-            double a, bound;
-            approx_score(j, approx[base + j], a, bound);
-            if (a - bound <= upper) add_to_window(j);
-        }
-    } else {
-        for (uint k = 0u; k < kept; ++k) {
-            if (keep_lo[k] <= upper) add_to_window(keep_j[k]);
-        }
+    // Pass B: the window { j : a_j - B_j <= U } (each thread rereads its own
+    // approx_j). window_count was reset by the previous step (or at the
+    // start), ordered by the barriers since.
+    for (uint j = tid; j < n; j += threads) {
+        if (is_masked(j)) continue;
+        double a, bound;
+        approx_score(j, approx[base + j], a, bound);
+        if (a - bound <= upper) add_to_window(j);
     }
     // Orders the window's writes before every thread reads them.
     barrier();

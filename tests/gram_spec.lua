@@ -116,9 +116,9 @@ describe("gram method vs CPU mirror", function()
             end)
         end
 
-        it("the rows layout is identical too", function()
+        it("the columns layout is identical too", function()
             local e = divgpu.synth{ n = 300, dim = 7, clusters = 8, seed = 307 }
-            assert_identical(e, h.range(0, 64), 300, { layout = "rows" })
+            assert_identical(e, h.range(0, 64), 300, { layout = "columns" })
         end)
 
         it("the ci shape's bound twin (scaled to 1%) fails the instrumented check", function()

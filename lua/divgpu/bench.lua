@@ -8,7 +8,7 @@
 -- A configuration of the direct method is
 -- SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns], e.g. `baseline`,
 -- `tiled:fp16-exact:k2`, `tile-dispatch:fp32:k1:t4096`, `baseline:columns`;
--- one of the Gram method is gram[:kIN_FLIGHT][:rows]; `auto` is whichever
+-- one of the Gram method is gram[:kIN_FLIGHT][:columns]; `auto` is whichever
 -- `run --method auto` would pick (SPEC section 8).
 
 local divgpu = require "divgpu"
@@ -25,7 +25,7 @@ local _M = {}
 function _M.add_command(parser)
     local b = parser:command("bench", "A/B configurations of run in alternating pairs (SPEC section 7).")
     b:argument("configs", "SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns] (the direct method) or "
-        .. "gram|auto[:kIN_FLIGHT][:rows] (SPEC section 8); the first is the reference."):args("2+")
+        .. "gram|auto[:kIN_FLIGHT][:columns] (SPEC section 8); the first is the reference."):args("2+")
     b:option("--embeddings", "embeddings.json to run on (default: the shipped poems).")
     b:option("--synth", "Use a synthetic clustered table N,D[,CLUSTERS] instead.")
     b:option("--sequences", "Sequences per run (default: every item, at most 4096).")
@@ -48,7 +48,7 @@ local function parse_config(text, h)
         parts[1] = "baseline"
     end
     local c = { name = text, method = method, shape = h.check_choice(parts[1], h.SHAPE_NAMES, "configuration shape"),
-                precision = "fp32", in_flight = 2, layout = method == "direct" and "rows" or "columns" }
+                precision = "fp32", in_flight = 2, layout = "rows" }
     for i = 2, #parts do
         local p = parts[i]
         if p:match("^k%d+$") then c.in_flight = tonumber(p:sub(2))

@@ -162,7 +162,7 @@ local function cmd_run(a)
     local shape = check_choice(a.shape, SHAPE_NAMES, "--shape")
     local precision = check_choice(a.precision, PRECISION_NAMES, "--precision")
     local in_flight = positive_integer(a.in_flight, "--in-flight")
-    local layout = check_choice(a.layout, LAYOUT_NAMES, "--layout")
+    if a.layout then check_choice(a.layout, LAYOUT_NAMES, "--layout") end
     check_choice(a.method, METHOD_NAMES, "--method")
     local e = load_for(divgpu, a.embeddings, precision)
     local starts = parse_starts(divgpu, a.starts, e.n)
@@ -173,6 +173,9 @@ local function cmd_run(a)
     local batch = a.batch and positive_integer(a.batch, "--batch")
     local ctx = vk.open{ device = device_option(a.device) }
     local method, method_note = choose_method(ctx, e, a, shape, precision, #starts)
+    -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct
+    -- scan wants coalesced columns, the Gram rescoring one row per thread.
+    local layout = a.layout or (method == "gram" and "rows" or "columns")
     local tile, tile_note
     if method == "direct" then
         tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
@@ -327,7 +330,8 @@ local function build_parser()
     run:option("--in-flight", "Submissions kept in flight (the CPU records the next while the GPU runs one).", "2")
     run:option("--precision", "fp32 (the contract), fp16 (reads embeddings_fp16.bin; own contract) "
         .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")
-    run:option("--layout", "Table layout on the GPU: rows (as the JSON) or columns (coalesced loads; same output).", "columns")
+    run:option("--layout", "Table layout on the GPU: rows (as the JSON) or columns (coalesced loads; same output). "
+        .. "Default: columns for direct, rows for gram.")
     run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size).", "auto")
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
