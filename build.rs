@@ -7,6 +7,9 @@
 //! (ggml's table of variants); otherwise the file ships once, as `NAME`.
 
 use std::fmt::Write as _;
+
+#[path = "src/shader_options.rs"]
+mod shader_options;
 use std::path::{Path, PathBuf};
 
 /// (variant name, defines) from a `.variants` table.
@@ -102,19 +105,15 @@ fn compile(
     includes: &Path,
     defines: &[(String, String)],
 ) -> Vec<u32> {
-    let mut options = shaderc::CompileOptions::new().expect("shaderc options");
-    for (k, v) in defines {
-        options.add_macro_definition(k, Some(v));
-    }
-    options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
-    options.set_optimization_level(shaderc::OptimizationLevel::Zero);
+    let defines: Vec<(String, Option<String>)> = defines.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
     let includes = includes.to_path_buf();
-    options.set_include_callback(move |name, _, _, _| {
+    let options = shader_options::compile_options(&defines, move |name| {
         let file = includes.join(name);
         std::fs::read_to_string(&file)
-            .map(|content| shaderc::ResolvedInclude { resolved_name: file.display().to_string(), content })
+            .map(|content| (file.display().to_string(), content))
             .map_err(|e| format!("{}: {e}", file.display()))
-    });
+    })
+    .expect("shaderc options");
     let name = path.display().to_string();
     match compiler.compile_into_spirv(source, shaderc::ShaderKind::Compute, &name, "main", Some(&options)) {
         Ok(artifact) => artifact.as_binary().to_vec(),

@@ -3,7 +3,8 @@
 //!
 //! Layout: `vk/` owns the Vulkan objects, `contract/` the host side of the
 //! arithmetic contract (tables, CPU mirror, files), `lua_api/` the mlua glue,
-//! `shaders.rs` the embedded and run-time-compiled GLSL.
+//! `shaders.rs` the embedded and run-time-compiled GLSL (`shader_options.rs`:
+//! the one shaderc setup, shared with `build.rs`).
 #![warn(unsafe_op_in_unsafe_fn)]
 
 pub mod contract;
@@ -11,6 +12,7 @@ pub mod error;
 #[cfg(feature = "lua")]
 mod lua_api;
 pub mod selftest;
+mod shader_options;
 pub mod shaders;
 pub mod vk;
 

@@ -38,29 +38,21 @@ pub fn compile(req: &CompileRequest) -> Result<Vec<u32>> {
     let name = req.name;
     let fail = |what: &str| Error::Shader(format!("shader '{name}': {what}"));
     let compiler = shaderc::Compiler::new().map_err(|e| fail(&format!("could not create the shaderc compiler: {e}")))?;
-    let mut options = shaderc::CompileOptions::new().map_err(|e| fail(&format!("could not create shaderc options: {e}")))?;
-    options.set_target_env(shaderc::TargetEnv::Vulkan, shaderc::EnvVersion::Vulkan1_2 as u32);
-    options.set_optimization_level(shaderc::OptimizationLevel::Zero);
-    for (key, value) in &req.defines {
-        options.add_macro_definition(key, value.as_deref());
-    }
     let dirs = req.include_dirs.clone();
-    options.set_include_callback(move |file, _, _, _| {
+    let options = crate::shader_options::compile_options(&req.defines, move |file| {
         for dir in &dirs {
             let path = dir.join(file);
             if let Ok(content) = std::fs::read_to_string(&path) {
-                return Ok(shaderc::ResolvedInclude { resolved_name: path.display().to_string(), content });
+                return Ok((path.display().to_string(), content));
             }
         }
         INCLUDES
             .iter()
             .find(|(n, _)| *n == file)
-            .map(|(n, content)| shaderc::ResolvedInclude {
-                resolved_name: format!("<divgpu>/{n}"),
-                content: content.to_string(),
-            })
+            .map(|(n, content)| (format!("<divgpu>/{n}"), content.to_string()))
             .ok_or_else(|| format!("include '{file}' not found in {:?} nor among the shipped includes", dirs))
-    });
+    })
+    .map_err(|e| fail(&e))?;
     compiler
         .compile_into_spirv(req.source, shaderc::ShaderKind::Compute, name, "main", Some(&options))
         .map(|a| a.as_binary().to_vec())

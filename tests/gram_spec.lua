@@ -173,6 +173,15 @@ describe("gram method vs CPU mirror", function()
         end)
     end)
 
+    describe("G's build", function()
+        it("runs in submissions sized to the measured rate, each under a second", function()
+            local job = gram.job(h.ctx(), h.shipped(), {})
+            local list = job.build_submissions
+            assert(#list >= 2, "expected several build submissions, got " .. #list)
+            for i, t in ipairs(list) do assert(t < 1.0, "build submission " .. i .. " took " .. t .. " s") end
+        end)
+    end)
+
     describe("method choice", function()
         it("auto picks gram when G fits, and direct when memory is short, saying why", function()
             local e = divgpu.synth{ n = 300, dim = 7, clusters = 8, seed = 307 }

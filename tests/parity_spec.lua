@@ -12,8 +12,8 @@ describe("baseline shader vs CPU mirror", function()
         assert.is_true(mode == "hardware" or mode == "emulated", tostring(mode))
     end)
 
-    describe("on the shipped poems", function()
-        local e = h.shipped()
+    describe("on the first 520 shipped poems (the direct method's cost on lavapipe)", function()
+        local e = h.shipped_head(520)
 
         it("is identical for every sequence over the first 100 steps", function()
             local gpu, cpu = h.both(e, h.range(0, e.n), 100)
@@ -32,10 +32,27 @@ describe("baseline shader vs CPU mirror", function()
             for j = 0, e.n - 1 do assert(seen[j], "item " .. j .. " missing from the full ordering") end
         end)
 
-        it("twin: an unfused multiply-add in the chain is caught", function()
-            local spirv = h.baseline_variant{ DIVGPU_PERTURB = 1 }
+        it("twin: a centroid rounded through half precision is caught", function()
+            -- (An unfused chain first changes a winner of these poems at
+            -- step 233: too long for CI; its twin runs on near-ties below.)
+            local spirv = h.baseline_variant{ DIVGPU_PERTURB = 2 }
             local gpu, cpu = h.both(e, h.range(0, e.n), 100, { spirv = spirv })
             assert.is_not_nil(divgpu.first_difference(gpu, cpu, 100))
+        end)
+    end)
+
+    describe("on near-ties (clustered, noise 1e-5)", function()
+        local e = divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }
+
+        it("is identical", function()
+            local gpu, cpu = h.both(e, h.range(0, 32), 300)
+            local d = divgpu.first_difference(gpu, cpu, 300)
+            assert(d == nil, h.describe_difference(d))
+        end)
+
+        it("twin: an unfused multiply-add in the chain is caught", function()
+            local gpu, cpu = h.both(e, h.range(0, 32), 300, { spirv = h.baseline_variant{ DIVGPU_PERTURB = 1 } })
+            assert.is_not_nil(divgpu.first_difference(gpu, cpu, 300))
         end)
     end)
 

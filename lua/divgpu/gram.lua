@@ -25,9 +25,11 @@ local _M = {}
 local GRAM = require "divgpu.kernels.gram"
 local GRAM_BUILD = require "divgpu.kernels.gram_build"
 
--- f64 FMAs of G's build per submission: well under a second on either kind
--- of device (lavapipe runs f64 at a few hundred M/s on 2 cores).
-local BUILD_FMA_PER_SUBMISSION = { cpu = 2 ^ 28, gpu = 2 ^ 40 }
+-- G's build: each submission aims at this much GPU time (the chunk
+-- controller's rule: well under a second), sized from the rate measured on
+-- the submissions before it; the first is small.
+local BUILD_TARGET_SECONDS = 0.25
+local BUILD_FIRST_FMA = 2 ^ 26
 
 local function mib(bytes) return string_format("%.1f MiB", bytes / 1048576) end
 
@@ -87,24 +89,34 @@ local function build_g(self, ctx, e, rows_table)
     local n, dim = e.n, e.dim
     local builder = kernel.new(ctx, GRAM_BUILD)
     local group = builder:bind{ embeddings = rows_table }
-    local budget = BUILD_FMA_PER_SUBMISSION[ctx.info.type == "cpu" and "cpu" or "gpu"]
     local tile = GRAM_BUILD.tile
-    local rows_per_dispatch = max(tile, floor(budget / (n * dim) / tile) * tile)
+    local fma_per_row = n * dim
+    local rows_per_submission = max(tile, floor(BUILD_FIRST_FMA / fma_per_row / tile) * tile)
     local rec = ctx:recorder()
-    local seconds = 0
+    local seconds, rows_done = 0, 0
+    self.build_submissions = {}
     for b, block in ipairs(self.g_blocks) do
         local row0 = (b - 1) * self.block_rows
         local row_end = min(row0 + self.block_rows, n)
         local address = block.address
-        for begin = row0, row_end - 1, rows_per_dispatch do
-            local finish = min(begin + rows_per_dispatch, row_end)
+        local begin = row0
+        while begin < row_end do
+            local finish = min(begin + rows_per_submission, row_end)
             builder:dispatch(rec, group, { num_items = n, dim = dim, row_begin = begin, row_end = finish,
                                            block_row0 = row0, block_lo = address[1], block_hi = address[2] },
                              ceil(n / tile), ceil((finish - begin) / tile))
             -- Orders G's writes before every later command that reads G.
             rec:barrier()
             rec:submit()
-            seconds = seconds + (rec:wait() or 0)
+            local t = rec:wait() or 0
+            self.build_submissions[#self.build_submissions + 1] = t
+            seconds, rows_done = seconds + t, rows_done + (finish - begin)
+            if seconds > 0 then
+                -- Next submission: the target time at the rate measured so far.
+                local rows = floor(BUILD_TARGET_SECONDS * rows_done / seconds / tile) * tile
+                rows_per_submission = max(tile, min(rows, 4 * rows_per_submission))
+            end
+            begin = finish
         end
     end
     return seconds

@@ -65,8 +65,9 @@ mod tests {
 
     #[test]
     fn huge_rows_are_refused_by_name() -> std::result::Result<(), String> {
-        let data = vec![1.0f32, 0.0, 1e36, 1e36];
-        let t = Table::from_rows("t", 2, 2, data, None).map_err(|e| e.to_string())?;
+        // Loads (D N max^2 < f32::MAX) but N |E_1|^2 = 1.5e36 > 2^120.
+        let data = vec![1.0f32, 0.0, 5e17, 5e17, 0.0, 1.0];
+        let t = Table::from_rows("t", 3, 2, data, None).map_err(|e| e.to_string())?;
         let err = check_admissible(&t, &row_norm_bounds(&t)).err().ok_or("accepted a table that overflows")?;
         assert!(err.starts_with("row 1 "), "{err}");
         Ok(())

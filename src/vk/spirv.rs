@@ -1,28 +1,10 @@
-//! The little SPIR-V reflection divgpu needs: the size of the push-constant
-//! block and the storage-buffer bindings of descriptor set 0. Rust checks
-//! every dispatch's push data against the size read here, so a Lua script and
-//! a shader that disagree fail loudly instead of reading garbage.
+//! The SPIR-V reflection divgpu needs, through `rspirv-reflect`: the size of
+//! the push-constant block and the storage-buffer bindings of descriptor set
+//! 0. Rust checks every dispatch's push data against the size read here, so a
+//! Lua script and a shader that disagree fail loudly instead of reading
+//! garbage, and `divgpu.kernel` checks a descriptor against the bindings.
 
-use std::collections::HashMap;
-
-const MAGIC: u32 = 0x0723_0203;
-const OP_DECORATE: u32 = 71;
-const OP_MEMBER_DECORATE: u32 = 72;
-const OP_TYPE_INT: u32 = 21;
-const OP_TYPE_FLOAT: u32 = 22;
-const OP_TYPE_VECTOR: u32 = 23;
-const OP_TYPE_ARRAY: u32 = 28;
-const OP_TYPE_STRUCT: u32 = 30;
-const OP_TYPE_POINTER: u32 = 32;
-const OP_CONSTANT: u32 = 43;
-const OP_VARIABLE: u32 = 59;
-const DECORATION_ARRAY_STRIDE: u32 = 6;
-const DECORATION_BINDING: u32 = 33;
-const DECORATION_DESCRIPTOR_SET: u32 = 34;
-const DECORATION_OFFSET: u32 = 35;
-const STORAGE_UNIFORM: u32 = 2;
-const STORAGE_PUSH_CONSTANT: u32 = 9;
-const STORAGE_STORAGE_BUFFER: u32 = 12;
+use rspirv_reflect::{DescriptorType, Reflection as Module};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reflection {
@@ -32,145 +14,47 @@ pub struct Reflection {
     pub bindings: Vec<u32>,
 }
 
-enum Type {
-    Scalar(u32),
-    Vector(u32, u32),
-    /// Element type is not needed: size = length * ArrayStride.
-    Array(u32),
-    Struct(Vec<u32>),
-    Pointer(u32),
+pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
+    // rspirv-reflect panics on push-constant types it cannot size; a shader
+    // from a Lua experiment must give an error, not unwind through Lua.
+    std::panic::catch_unwind(|| reflect_module(words)).unwrap_or_else(|_| {
+        Err("SPIR-V reflection failed on an unsupported push-constant type".into())
+    })
 }
 
-pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
-    if words.len() < 5 || words[0] != MAGIC {
-        return Err("not a SPIR-V module (bad magic number)".into());
-    }
-    let mut types: HashMap<u32, Type> = HashMap::new();
-    let mut constants: HashMap<u32, u32> = HashMap::new();
-    let mut strides: HashMap<u32, u32> = HashMap::new();
-    let mut offsets: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut bindings: HashMap<u32, u32> = HashMap::new();
-    let mut sets: HashMap<u32, u32> = HashMap::new();
-    let mut variables: Vec<(u32, u32, u32)> = Vec::new(); // (pointer type, id, storage class)
-
-    let mut i = 5;
-    while i < words.len() {
-        let count = (words[i] >> 16) as usize;
-        let op = words[i] & 0xffff;
-        if count == 0 || i + count > words.len() {
-            return Err(format!("malformed SPIR-V instruction at word {i}"));
-        }
-        let a = &words[i + 1..i + count];
-        match op {
-            OP_DECORATE if a.len() >= 3 => match a[1] {
-                DECORATION_ARRAY_STRIDE => {
-                    strides.insert(a[0], a[2]);
-                }
-                DECORATION_BINDING => {
-                    bindings.insert(a[0], a[2]);
-                }
-                DECORATION_DESCRIPTOR_SET => {
-                    sets.insert(a[0], a[2]);
-                }
-                _ => {}
-            },
-            OP_MEMBER_DECORATE if a.len() >= 4 && a[2] == DECORATION_OFFSET => {
-                offsets.insert((a[0], a[1]), a[3]);
+fn reflect_module(words: &[u32]) -> Result<Reflection, String> {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let module = Module::new_from_spirv(&bytes).map_err(|e| format!("not a valid SPIR-V module: {e}"))?;
+    let sets = module.get_descriptor_sets().map_err(|e| format!("SPIR-V descriptor reflection failed: {e}"))?;
+    let mut bindings = Vec::new();
+    for (&set, set_bindings) in &sets {
+        for (&binding, info) in set_bindings {
+            if set != 0 || info.ty != DescriptorType::STORAGE_BUFFER {
+                return Err(format!(
+                    "binding {binding} of set {set} is not a storage buffer of set 0: divgpu binds storage buffers only"
+                ));
             }
-            OP_TYPE_INT | OP_TYPE_FLOAT if a.len() >= 2 => {
-                types.insert(a[0], Type::Scalar(a[1] / 8));
-            }
-            OP_TYPE_VECTOR if a.len() >= 3 => {
-                types.insert(a[0], Type::Vector(a[1], a[2]));
-            }
-            OP_TYPE_ARRAY if a.len() >= 3 => {
-                types.insert(a[0], Type::Array(a[2]));
-            }
-            OP_TYPE_STRUCT if !a.is_empty() => {
-                types.insert(a[0], Type::Struct(a[1..].to_vec()));
-            }
-            OP_TYPE_POINTER if a.len() >= 3 => {
-                types.insert(a[0], Type::Pointer(a[2]));
-            }
-            OP_CONSTANT if a.len() >= 3 => {
-                constants.insert(a[1], a[2]);
-            }
-            OP_VARIABLE if a.len() >= 3 => variables.push((a[0], a[1], a[2])),
-            _ => {}
-        }
-        i += count;
-    }
-
-    fn size_of(
-        id: u32,
-        types: &HashMap<u32, Type>,
-        constants: &HashMap<u32, u32>,
-        strides: &HashMap<u32, u32>,
-        offsets: &HashMap<(u32, u32), u32>,
-        depth: u32,
-    ) -> Result<u32, String> {
-        if depth > 16 {
-            return Err("push-constant type nests too deeply".into());
-        }
-        match types.get(&id) {
-            Some(Type::Scalar(bytes)) => Ok(*bytes),
-            Some(Type::Vector(component, n)) => {
-                Ok(size_of(*component, types, constants, strides, offsets, depth + 1)? * n)
-            }
-            Some(Type::Array(length)) => {
-                let n = constants.get(length).ok_or("array length is not a plain constant")?;
-                let stride = strides.get(&id).ok_or("array without ArrayStride")?;
-                Ok(n * stride)
-            }
-            Some(Type::Struct(members)) => {
-                let mut end = 0;
-                for (m, &member) in members.iter().enumerate() {
-                    let offset = offsets.get(&(id, m as u32)).copied().unwrap_or(0);
-                    end = end.max(offset + size_of(member, types, constants, strides, offsets, depth + 1)?);
-                }
-                Ok(end)
-            }
-            _ => Err(format!("unsupported type %{id} in the push-constant block")),
+            bindings.push(binding);
         }
     }
-
-    let mut push_constant_size = 0;
-    let mut binding_list = Vec::new();
-    for &(pointer, id, storage) in &variables {
-        match storage {
-            STORAGE_PUSH_CONSTANT => {
-                let Some(Type::Pointer(pointee)) = types.get(&pointer) else {
-                    return Err("push-constant variable without a pointer type".into());
-                };
-                push_constant_size = size_of(*pointee, &types, &constants, &strides, &offsets, 0)?;
-            }
-            STORAGE_STORAGE_BUFFER | STORAGE_UNIFORM => {
-                if let Some(&b) = bindings.get(&id) {
-                    let set = sets.get(&id).copied().unwrap_or(0);
-                    if set != 0 {
-                        return Err(format!("binding {b} is in descriptor set {set}; divgpu uses set 0 only"));
-                    }
-                    binding_list.push(b);
-                }
-            }
-            _ => {}
-        }
-    }
-    binding_list.sort_unstable();
-    // Two blocks may alias one binding (e.g. float and vec4 views of a table).
-    binding_list.dedup();
-    Ok(Reflection { push_constant_size, bindings: binding_list })
+    let push_constant_size = module
+        .get_push_constant_range()
+        .map_err(|e| format!("SPIR-V push-constant reflection failed: {e}"))?
+        .map(|p| p.offset + p.size)
+        .unwrap_or(0);
+    Ok(Reflection { push_constant_size, bindings })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn reflected(name: &str) -> crate::error::Result<Reflection> {
+        reflect(crate::shaders::shipped(name)?.spirv).map_err(crate::error::Error::Shader)
+    }
+
     #[test]
-    fn reads_the_shipped_baseline_shader() -> crate::error::Result<()> {
-        let reflected = |name: &str| -> crate::error::Result<Reflection> {
-            reflect(crate::shaders::shipped(name)?.spirv).map_err(crate::error::Error::Shader)
-        };
+    fn reads_the_shipped_shaders() -> crate::error::Result<()> {
         let r = reflected("baseline")?;
         assert_eq!(r.push_constant_size, 16);
         assert_eq!(r.bindings, vec![0, 1, 2, 3, 4]);
@@ -179,6 +63,13 @@ mod tests {
         let r = reflected("tile-dispatch-fp16-exact")?;
         assert_eq!(r.push_constant_size, 28); // 7 u32: tile range and phase
         assert_eq!(r.bindings, vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        // Buffer references (G by device address) are not bindings.
+        let r = reflected("gram")?;
+        assert_eq!(r.push_constant_size, 24);
+        assert_eq!(r.bindings, (0..10).collect::<Vec<u32>>());
+        let r = reflected("gram_build")?;
+        assert_eq!(r.push_constant_size, 28);
+        assert_eq!(r.bindings, vec![0]);
         Ok(())
     }
 
