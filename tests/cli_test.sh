@@ -77,6 +77,12 @@ expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contrac
 expect_fail "an unknown method" "--method 'fast' is not one of: auto, direct, gram" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method fast
 
+# bench: parity first, then pairs; configurations of both methods in one run.
+expect_ok "bench gram against direct" $divgpu bench gram direct:baseline --synth 200,16 --sequences 8 --steps 20 --pairs 1 --parity-sequences 4
+grep -q "^direct:baseline " "$tmp/stdout" && grep -q "^gram " "$tmp/stdout" && ok "bench lists both methods" || not_ok "bench lists both methods" "$(cat "$tmp/stdout")"
+expect_fail "bench --method gram with a direct shape" "--method gram runs the fp32 contract" \
+    $divgpu bench --method gram baseline tiled --synth 200,16 --sequences 8 --steps 20 --pairs 1
+
 # A cache with one index changed: verify names the sequence and the step.
 python3 - "$tmp/cache.json" "$tmp/bad.json" <<'PY'
 import json, sys

@@ -9,7 +9,9 @@
 -- SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns], e.g. `baseline`,
 -- `tiled:fp16-exact:k2`, `tile-dispatch:fp32:k1:t4096`, `baseline:columns`;
 -- one of the Gram method is gram[:kIN_FLIGHT][:columns]; `auto` is whichever
--- `run --method auto` would pick (SPEC section 8).
+-- `run --method auto` would pick (SPEC section 8). A configuration named by
+-- a shape runs the method of `--method` (default auto: gram for baseline
+-- fp32 where G fits); `direct:SHAPE...` always runs the direct method.
 
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
@@ -26,6 +28,8 @@ function _M.add_command(parser)
     local b = parser:command("bench", "A/B configurations of run in alternating pairs (SPEC section 7).")
     b:argument("configs", "SHAPE[:PRECISION][:kIN_FLIGHT][:tTILE][:columns] (the direct method) or "
         .. "gram|auto[:kIN_FLIGHT][:columns] (SPEC section 8); the first is the reference."):args("2+")
+    b:option("--method", "The method of configurations named by a shape: auto (gram where G fits the device, "
+        .. "for baseline fp32), direct or gram (SPEC section 8).", "auto")
     b:option("--embeddings", "embeddings.json to run on (default: the shipped poems).")
     b:option("--synth", "Use a synthetic clustered table N,D[,CLUSTERS] instead.")
     b:option("--sequences", "Sequences per run (default: every item, at most 4096).")
@@ -38,14 +42,19 @@ function _M.add_command(parser)
     b:flag("--json", "Print the results as JSON.")
 end
 
-local function parse_config(text, h)
+local function parse_config(text, h, default_method)
     local parts = {}
     for p in text:gmatch("[^:]+") do parts[#parts + 1] = p end
-    local method = "direct"
+    local method = default_method
     if parts[1] == "gram" or parts[1] == "auto" then
         -- A method's configuration: METHOD[:kIN_FLIGHT][:columns|rows].
         method = parts[1]
         parts[1] = "baseline"
+    elseif parts[1] == "direct" then
+        -- direct:SHAPE[...]: the direct method whatever --method says.
+        method = "direct"
+        table.remove(parts, 1)
+        parts[1] = parts[1] or "baseline"
     end
     local c = { name = text, method = method, shape = h.check_choice(parts[1], h.SHAPE_NAMES, "configuration shape"),
                 precision = "fp32", in_flight = 2, layout = "rows" }
@@ -111,7 +120,7 @@ function _M.command(a, h)
     local e16 -- E' for fp16 configurations, made once
     local configs = {}
     for i, text in ipairs(a.configs) do
-        local c = parse_config(text, h)
+        local c = parse_config(text, h, h.check_choice(a.method, { "auto", "direct", "gram" }, "--method"))
         local table_ = e
         if c.precision == "fp16" then
             e16 = e16 or e:fp16_rounded()
@@ -120,10 +129,10 @@ function _M.command(a, h)
         local tile, note = h.choose_tile(ctx, table_, c.shape, c.precision, c.tile and tostring(c.tile) or "auto", a.l2_bytes)
         c.tile, c.tile_note, c.table = tile, note, table_
         c.contract = c.precision == "fp16" and "fp16" or "fp32"
-        if c.method == "auto" then
-            local why
-            c.method, why = h.choose_method(ctx, table_, { method = "auto" }, c.shape, c.precision, count)
-            c.name = c.name .. " (" .. c.method .. ")"
+        do
+            local asked, why = c.method, nil
+            c.method, why = h.choose_method(ctx, table_, { method = asked }, c.shape, c.precision, count)
+            if asked == "auto" then c.name = c.name .. " (" .. c.method .. ")" end
             io_stderr:write("divgpu: ", text, ": ", why, "\n")
         end
         if c.method == "gram" then
