@@ -93,6 +93,20 @@ layout)
     done
     same gram_rows_1 gram_columns_1
     ;;
+workgroup)
+    # Threads per sequence, alternating: 128, 256 (default), 512.
+    SEED=$(table 8359)
+    for pair in 1 2; do
+        for wg in 128 256 512; do divgpu_run "gram_wg${wg}_$pair" "$SEED" 0:3584 8359 gram --workgroup-size $wg; done
+    done
+    same gram_wg128_1 gram_wg512_1
+    ;;
+final)
+    # The final build: parity on the device, the seed batch, all starts.
+    SEED=$(table 8359)
+    divgpu_run gram_seed "$SEED" 0:3584 8359 gram
+    divgpu_run gram_all "$SEED" 0:8359 8359 gram
+    ;;
 all)
     SEED=$(table 8359)
     divgpu_run gram_all "$SEED" 0:8359 8359 gram

@@ -132,8 +132,10 @@ function _M.command(a, h)
         do
             local asked, why = c.method, nil
             c.method, why = h.choose_method(ctx, table_, { method = asked }, c.shape, c.precision, count)
-            if asked == "auto" then c.name = c.name .. " (" .. c.method .. ")" end
-            io_stderr:write("divgpu: ", text, ": ", why, "\n")
+            if asked == "auto" then
+                c.name = c.name .. " (" .. c.method .. ")"
+                io_stderr:write("divgpu: ", text, ": ", why, "\n")
+            end
         end
         if c.method == "gram" then
             c.job = require("divgpu.gram").job(ctx, table_, { layout = c.layout })

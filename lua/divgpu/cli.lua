@@ -196,6 +196,7 @@ local function cmd_run(a)
         ctx = ctx, embeddings = e, starts = starts, length = length, batch = batch, method = method,
         shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
         target_seconds = tonumber(a.target_ms) / 1000, on_progress = show,
+        workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size"),
     }
     finish()
     divgpu.write_cache(a.out, { contract = CONTRACT[precision], table = e, length = length, sequences = result })
@@ -335,6 +336,7 @@ local function build_parser()
     run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size).", "auto")
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
+    run:option("--workgroup-size", "Threads per sequence (default: 256 on a GPU, 64 on a CPU device).")
     run:flag("--quiet", "No progress or summary on stderr.")
 
     local convert = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json.")
