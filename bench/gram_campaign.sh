@@ -16,15 +16,7 @@ OUT=${OUT:-/tmp/divgpu-out}
 LOGS=${LOGS:-/tmp/divgpu-logs}  # full logs; $OUT keeps the summaries (the device tool returns 8 files)
 mkdir -p "$OUT" "$LOGS"
 
-for f in .gl/libvulkan1*.deb .gl/libglvnd0*.deb .gl/libegl1*.deb .gl/libopengl0*.deb \
-         .gl/libgl1*.deb .gl/libglx0*.deb .gl/libgles2*.deb; do dpkg -x "$f" /; done
-ldconfig
-mkdir -p /tmp/x && for f in .gl/luajit*.deb .gl/libluajit*.deb .gl/lua-argparse*.deb; do dpkg -x "$f" /tmp/x; done
-export PATH=/tmp/x/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/x/usr/lib/x86_64-linux-gnu
-export LUA_PATH="/tmp/x/usr/share/lua/5.1/?.lua;./?.lua;lua/?.lua;;" LUA_CPATH="build/?.so;;"
-if ! bin/divgpu info >/dev/null 2>&1; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+source bench/device_env.sh
 
 table() {  # table N -> path of a clustered synthetic table (SPEC section 6), made here
     local dir=/tmp/synth_$1

@@ -85,6 +85,8 @@ uint tid;
 uint threads;
 uint words;
 
+#include "best.glsl"
+
 bool is_masked(uint j) {
     return (mask[seq * words + j / 32u] & (1u << (j % 32u))) != 0u;
 }
@@ -151,25 +153,6 @@ void scan_all(inout float best, inout uint best_j) {
             best = s;
             best_j = j;
         }
-    }
-}
-
-// Leaves the workgroup's best (score, index) in red_score[0] / red_index[0].
-void reduce_best(float best, uint best_j) {
-    red_score[tid] = best;
-    red_index[tid] = best_j;
-    // Orders every thread's running best before the reduction reads it.
-    barrier();
-    for (uint span = 1u; span < threads; span *= 2u) {
-        const uint other = tid + span;
-        if (tid % (2u * span) == 0u && other < threads) {
-            if (contract_better(red_score[other], red_index[other], red_score[tid], red_index[tid])) {
-                red_score[tid] = red_score[other];
-                red_index[tid] = red_index[other];
-            }
-        }
-        // Orders this level's writes before the next level's reads.
-        barrier();
     }
 }
 

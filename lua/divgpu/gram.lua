@@ -70,12 +70,6 @@ function _M.choose(ctx, e, opts)
         mib(e.n * e.n * 4), mib(budget))
 end
 
--- Threads per sequence: as vk_compute's default.
-local function default_workgroup(info)
-    local wanted = info.type == "cpu" and 64 or 256
-    return min(wanted, info.max_workgroup_invocations, info.max_workgroup_size)
-end
-
 --- Loop iterations one thread may run in one step, at worst (a fallback
 --- scan, and in the instrumented build a rescoring of every candidate).
 local function step_iterations(n, dim, wg, capacity, check)
@@ -142,7 +136,7 @@ function _M.job(ctx, e, opts)
     local n, dim = e.n, e.dim
     local layout = opts.layout or "rows"
     if layout ~= "rows" and layout ~= "columns" then error("gram.job: unknown layout '" .. tostring(layout) .. "'", 2) end
-    local wg = opts.workgroup_size or default_workgroup(info)
+    local wg = opts.workgroup_size or vk.default_workgroup(info)
     local capacity = opts.window_capacity or wg
     local check = opts.defines and opts.defines.DIVGPU_GRAM_CHECK
     local steps_per_dispatch = huge

@@ -12,8 +12,6 @@
 --
 -- Misuse (a missing or unknown name, a non-u32 value) raises error(msg, 2).
 
-local vk = require "divgpu.vk_compute"
-
 local error, pairs, ipairs, type, setmetatable, tostring = error, pairs, ipairs, type, setmetatable, tostring
 local string_format, concat = string.format, table.concat
 
@@ -35,6 +33,7 @@ end
 ---   constants  { name = u32 } for the descriptor's specialization constants
 function _M.new(ctx, d, opts)
     opts = opts or {}
+    local vk = require "divgpu.vk_compute"  -- at call time: vk_compute builds its kernels with this module
     local variant = opts.variant or d.shader
     local spirv = opts.spirv or vk.shader(ctx, variant, opts.defines)
     local spec = {}

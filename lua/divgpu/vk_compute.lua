@@ -10,10 +10,11 @@
 -- Misuse (wrong argument types, impossible sizes) raises error(msg, 2).
 
 local divgpu = require "divgpu"
+local kernel = require "divgpu.kernel"
 
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
-local error, type, pairs, next, tostring, setmetatable, string_format =
-    error, type, pairs, next, tostring, setmetatable, string.format
+local error, type, pairs, ipairs, next, tostring, setmetatable, string_format =
+    error, type, pairs, ipairs, next, tostring, setmetatable, string.format
 
 local _M = {}
 
@@ -62,17 +63,9 @@ function _M.open(opts)
 end
 
 --- An upper bound on the loop iterations one thread runs in one dispatch of
---- the scan (the d-loops of every candidate it scores, plus the rest).
-local function loop_iterations(shape, precision, n, dim, wg, tile)
-    local per_thread
-    if shape == "tiled" then
-        per_thread = ceil(n / tile) * ceil(min(tile, n) / wg)
-    elseif shape == "tile-dispatch" then
-        per_thread = ceil(min(tile, n) / wg)
-    else
-        per_thread = ceil(n / wg)
-    end
-    local chain = per_thread * (dim + 1)
+--- a direct kernel `d` (the d-loops of every candidate it scores, plus the rest).
+local function loop_iterations(d, precision, n, dim, wg, tile)
+    local chain = d.candidates_per_thread(n, wg, tile) * (dim + 1)
     if precision == "fp16-exact" then
         -- The filter pass plus, at worst, an exact rescoring of every candidate.
         chain = chain + ceil(n / wg) * (dim + 1)
@@ -94,8 +87,9 @@ function _M.shader(ctx, name, defines)
 end
 
 -- Threads per workgroup: a CPU device (lavapipe) gains nothing from wide
--- workgroups and pays per barrier; a GPU wants a few warps per sequence.
-local function default_workgroup(info)
+-- workgroups and pays per barrier; a GPU wants a few warps per sequence
+-- (gram measured 256 best on the H200, against 128 and 512).
+function _M.default_workgroup(info)
     local wanted = info.type == "cpu" and 64 or 256
     return min(wanted, info.max_workgroup_invocations, info.max_workgroup_size)
 end
@@ -103,7 +97,9 @@ end
 local Job = {}
 Job.__index = Job
 
-_M.SHAPES = { baseline = true, tiled = true, ["tile-dispatch"] = true }
+-- The direct method's kernels, one descriptor each (lua/divgpu/kernels/).
+_M.SHAPES = { baseline = "divgpu.kernels.baseline", tiled = "divgpu.kernels.tiled",
+              ["tile-dispatch"] = "divgpu.kernels.tile_dispatch" }
 _M.PRECISIONS = { fp32 = "", fp16 = "-fp16", ["fp16-exact"] = "-fp16-exact" }
 _M.LAYOUTS = { rows = "", columns = "-columns" }
 
@@ -122,30 +118,31 @@ function _M.job(ctx, embeddings, opts)
     end
     local shape, precision = opts.shape or "baseline", opts.precision or "fp32"
     if not _M.SHAPES[shape] then error("vk_compute.job: unknown shape '" .. tostring(shape) .. "'", 2) end
+    local descriptor = require(_M.SHAPES[shape])
     local suffix = _M.PRECISIONS[precision]
     if not suffix then error("vk_compute.job: unknown precision '" .. tostring(precision) .. "'", 2) end
     local layout = opts.layout or "rows"
     local layout_suffix = _M.LAYOUTS[layout]
     if not layout_suffix then error("vk_compute.job: unknown layout '" .. tostring(layout) .. "'", 2) end
     local tile_size = opts.tile_size
-    if shape ~= "baseline" and (type(tile_size) ~= "number" or tile_size < 1 or tile_size % 1 ~= 0) then
+    if descriptor.needs_tile and (type(tile_size) ~= "number" or tile_size < 1 or tile_size % 1 ~= 0) then
         error("vk_compute.job: shape '" .. shape .. "' needs a tile_size >= 1", 2)
     end
     local info = ctx.info
     if precision ~= "fp32" and not info.storage_buffer_16bit then
         error(string_format("device '%s' lacks 16-bit storage: precision %s is not available", info.name, precision), 2)
     end
-    local wg = opts.workgroup_size or default_workgroup(info)
+    local wg = opts.workgroup_size or _M.default_workgroup(info)
     local cap = _M.loop_cap(ctx)
     if cap then
         -- Widen the workgroup until no thread's loops reach the device's cap;
         -- past that the device would truncate the scan without a word.
         local limit = min(info.max_workgroup_invocations, info.max_workgroup_size)
         while not opts.workgroup_size and wg < limit
-              and loop_iterations(shape, precision, embeddings.n, embeddings.dim, wg, tile_size) > cap do
+              and loop_iterations(descriptor, precision, embeddings.n, embeddings.dim, wg, tile_size) > cap do
             wg = min(wg * 2, limit)
         end
-        local need = loop_iterations(shape, precision, embeddings.n, embeddings.dim, wg, tile_size)
+        local need = loop_iterations(descriptor, precision, embeddings.n, embeddings.dim, wg, tile_size)
         if need > cap then
             error(string_format("device '%s' stops shader loops after %d iterations, and this job needs up to %d "
                 .. "per thread (shape %s, %d items x %d dims, %d threads%s): use fewer items, a larger tile "
@@ -185,11 +182,18 @@ function _M.job(ctx, embeddings, opts)
         self.half_buffer = ctx:upload(arranged(embeddings:to_fp16()), "embeddings fp16 filter")
     end
     self.inv_norm_buffer = ctx:upload(embeddings:inv_norms(), "inv_norm")
-    self.pipeline = ctx:pipeline{
-        spirv = opts.spirv or _M.shader(ctx, self.shader_name),
-        name = opts.name or self.shader_name,
-        specialization = { [0] = wg, [1] = embeddings.dim },
-    }
+    -- The variant's descriptor: the shape's bindings, plus fp16-exact's.
+    local bindings = {}
+    for _, name in ipairs(descriptor.bindings) do bindings[#bindings + 1] = name end
+    if precision == "fp16-exact" then
+        for _, name in ipairs(descriptor.exact_bindings) do bindings[#bindings + 1] = name end
+    end
+    self.descriptor = setmetatable({ bindings = bindings }, { __index = descriptor })
+    self.kernel = kernel.new(ctx, self.descriptor, {
+        variant = self.shader_name, spirv = opts.spirv or _M.shader(ctx, self.shader_name), name = opts.name,
+        constants = { workgroup_size = wg, max_dim = embeddings.dim },
+    })
+    self.pipeline = self.kernel.pipeline
     return self
 end
 
@@ -220,46 +224,35 @@ function Job:batch(starts, ring, in_flight)
     b.centroids = ctx:upload(self.embeddings:gather_f64(starts), "centroids")
     b.masks = ctx:upload(divgpu.initial_masks(starts, self.n), "masks")
     b.winners_buffer = ctx:buffer(count * ring * 4, "winners", "host")
-    local buffers = { self.table_buffer, self.inv_norm_buffer, b.centroids, b.masks, b.winners_buffer }
-    if self.shape == "tile-dispatch" then
-        buffers[#buffers + 1] = ctx:buffer(count * 16, "carried best")
+    local buffers = { embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, centroids = b.centroids,
+                      masks = b.masks, winners = b.winners_buffer }
+    if self.descriptor.carry_bytes then
+        buffers.carry = ctx:buffer(count * self.descriptor.carry_bytes, "carried best")
     end
     if self.precision == "fp16-exact" then
-        buffers[#buffers + 1] = self.half_buffer
-        buffers[#buffers + 1] = ctx:buffer(count * self.n * 4, "filter scores")
+        buffers.embeddings16 = self.half_buffer
+        buffers.filter_scores = ctx:buffer(count * self.n * 4, "filter scores")
     end
-    b.group = ctx:bind(self.pipeline, buffers)
+    b.group = self.kernel:bind(buffers)
     b.recorders = {}
     for i = 1, in_flight or 1 do b.recorders[i] = ctx:recorder() end
     b.recorder = b.recorders[1]
     return b
 end
 
-local PHASE_SCAN, PHASE_DECIDE = 0, 1
-
---- Records steps first .. first+count-1 on `rec` (default: the first recorder).
+--- Records steps first .. first+count-1 on `rec` (default: the first recorder),
+--- each by the kernel's dispatch plan (its descriptor's `record`).
 function Batch:record(first, count, rec)
     if count > self.ring then
         error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 2)
     end
     rec = rec or self.recorder
-    local job, group, groups = self.job, self.group, self.count
-    local n, dim, ring, shape, tile = job.n, job.dim, self.ring, job.shape, job.tile_size
+    local job = self.job
+    local plan = { n = job.n, dim = job.dim, ring = self.ring, tile = job.tile_size, groups = self.count,
+                   exact = job.precision == "fp16-exact" }
     for t = first, first + count - 1 do
-        if shape == "baseline" then
-            rec:dispatch(group, { n, dim, t, ring }, groups)
-        elseif shape == "tiled" then
-            rec:dispatch(group, { n, dim, t, ring, tile }, groups)
-        else
-            for begin = 0, n - 1, tile do
-                rec:dispatch(group, { n, dim, t, ring, begin, min(begin + tile, n), PHASE_SCAN }, groups)
-                -- Hard grid sync: every workgroup finishes this tile before any starts the next.
-                rec:barrier()
-            end
-            if job.precision == "fp16-exact" then
-                rec:dispatch(group, { n, dim, t, ring, 0, n, PHASE_DECIDE }, groups)
-            end
-        end
+        plan.step = t
+        job.descriptor.record(job.kernel, rec, self.group, plan)
         -- Orders this step's updates (mask, centroid) before the next step's scan.
         rec:barrier()
     end

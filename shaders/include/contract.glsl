@@ -1,6 +1,6 @@
 // The fp32 contract of SPEC section 2, shared by every scan shape.
 // Needs, declared before the include: `center[]` (shared f32 copy of the
-// centroid), the bindings (bindings.glsl) and LOAD_EMB.
+// centroid), `inv_norm[]`, EMB_INDEX and LOAD_EMB (the table binding).
 //
 // DIVGPU_PERTURB (0 = off) exists only for the tests' non-vacuity twins: each
 // value changes one operation of the chain, and the parity tests must see the

@@ -1,3 +1,35 @@
+// The direct method's kernels (baseline.comp, tiled.comp, tile-dispatch.comp,
+// SPEC section 5): what they declare alike. Include first, then declare the
+// push block with SCAN_PUSH_FIELDS and the shape's own fields, then include
+// scan_common.glsl. Precision variants (defines, from each kernel's
+// .variants table):
+//   DIVGPU_FP16          the fp16 contract: half loads, f32 arithmetic (no float16_t math)
+//   DIVGPU_FP16_EXACT    half loads filter, the fp32 contract decides
+//   DIVGPU_COLUMNS       the table stored by columns (see below)
+#ifndef DIVGPU_FP16
+#define DIVGPU_FP16 0
+#endif
+#ifndef DIVGPU_FP16_EXACT
+#define DIVGPU_FP16_EXACT 0
+#endif
+
+#if DIVGPU_FP16 || DIVGPU_FP16_EXACT
+// Half values in storage only: loads convert to f32 (StorageBuffer16BitAccess,
+// no Float16 arithmetic capability).
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+
+layout(local_size_x_id = 0) in;                   // threads per workgroup, chosen by the driver
+layout(constant_id = 1) const uint MAX_DIM = 1;   // shared centroid size (>= pc.dim)
+
+// The push fields every direct kernel starts with. Rust reads the block's
+// size from the SPIR-V and refuses a dispatch that pushes another size.
+#define SCAN_PUSH_FIELDS \
+    uint num_items;   /* N: candidates in the table */ \
+    uint dim;         /* D: values per row */ \
+    uint step;        /* t: the step this dispatch appends (1 .. L-1) */ \
+    uint ring;        /* slots per sequence in the winners ring buffer */
+
 // The buffers of one batch of sequences (one workgroup per sequence).
 //
 // Table layout: rows (E[j][d] at j*D + d, as embeddings.json) or, with
@@ -22,11 +54,6 @@ layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]
 layout(std430, set = 0, binding = 2) buffer Centroids { double csum[]; };            // [S][D], f64 sums
 layout(std430, set = 0, binding = 3) buffer Masks { uint mask[]; };                  // [S][ceil(N/32)] chosen bits
 layout(std430, set = 0, binding = 4) writeonly buffer Winners { uint winners[]; };   // [S][ring]
-#if SHAPE == SHAPE_TILE_DISPATCH
-// The running best of each sequence, carried from one tile dispatch to the next.
-struct Carry { double score; uint index; uint pad; };
-layout(std430, set = 0, binding = 5) buffer Carries { Carry carry[]; };              // [S]
-#endif
 #if DIVGPU_FP16_EXACT
 // fp16-exact: the half table filters, the f32 table (binding 0) decides.
 layout(std430, set = 0, binding = 6) readonly buffer Embeddings16 { float16_t emb16[]; };  // [N][D]
