@@ -197,6 +197,14 @@ describe("gram method vs CPU mirror", function()
             assert.is_nil(divgpu.first_difference(out, divgpu.mirror(e, h.range(0, 4), 10), 10))
         end)
 
+        it("batches shrink to fit the memory left beside G: identical", function()
+            local e = near_ties()
+            local fixed, per_sequence = gram.memory_need(e.n, e.dim)
+            local budget = (fixed + 8 * (per_sequence + 4 * 100)) / 0.9
+            local stats = assert_identical(e, h.range(0, 32), 50, { memory_budget = budget })
+            assert(stats.batch_size <= 8 and stats.batches >= 4, "batch of " .. stats.batch_size)
+        end)
+
         it("a table that could overflow is refused by gram with its row, and auto runs direct", function()
             local dir = h.tmpdir()
             local path = dir .. "/huge.json"

@@ -84,7 +84,8 @@ function _M.run(opts)
     if not job and method == "gram" then
         job = gram.job(opts.ctx, e, {
             layout = opts.layout, workgroup_size = opts.workgroup_size, window_capacity = opts.window_capacity,
-            g_block_rows = opts.g_block_rows, defines = opts.gram_defines, spirv = opts.spirv })
+            g_block_rows = opts.g_block_rows, defines = opts.gram_defines, spirv = opts.spirv,
+            memory_budget = opts.memory_budget })
     elseif not job then
         job = vk.job(opts.ctx, e, {
             shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,

@@ -127,6 +127,7 @@ Job.__index = Job
 ---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
 ---   g_block_rows     G rows per block (default: as many as one allocation holds)
 ---   defines, spirv   a variant of gram.comp (instrumented build, twins)
+---   memory_budget    bytes the job may use (default: the device's); bounds the batch
 function _M.job(ctx, e, opts)
     opts = opts or {}
     if type(e) ~= "userdata" then error("gram.job: embeddings must be a table loaded with divgpu.load_embeddings", 2) end
@@ -159,7 +160,8 @@ function _M.job(ctx, e, opts)
     end
     local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, workgroup_size = wg,
                                 window_capacity = capacity, layout = layout, method = "gram",
-                                steps_per_dispatch = steps_per_dispatch }, Job)
+                                steps_per_dispatch = steps_per_dispatch,
+                                memory_budget = opts.memory_budget or info.device_local_bytes }, Job)
     -- G's blocks: whole rows, each block one allocation.
     local row_bytes = n * 4
     self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
@@ -195,12 +197,14 @@ function Job:bytes_per_sequence(ring)
     return max(self.n * 8, self.dim * 8, ceil(self.n / 32) * 4, ring * 4, 32)
 end
 
---- The largest batch whose buffers fit the device's buffer range, capped at
---- `cap` (default 4096 sequences).
+--- The largest batch whose buffers fit the device's buffer range and whose
+--- state fits the memory left beside G, capped at `cap` (default 4096).
 function Job:max_batch(ring, cap)
     local info = self.ctx.info
+    local fixed, per_sequence = _M.memory_need(self.n, self.dim)
+    local by_memory = floor((0.9 * self.memory_budget - fixed) / (per_sequence + ring * 4))
     return max(1, min(cap or 4096, floor(info.max_storage_buffer_range / self:bytes_per_sequence(ring)),
-        info.max_workgroup_count))
+        info.max_workgroup_count, by_memory))
 end
 
 local Batch = {}
