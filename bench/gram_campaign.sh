@@ -94,10 +94,13 @@ workgroup)
     same gram_wg128_1 gram_wg512_1
     ;;
 final)
-    # The final build: parity on the device, the seed batch, all starts.
+    # The final build beside the PyTorch peer in the same call: the seed batch, all starts.
     SEED=$(table 8359)
     divgpu_run gram_seed "$SEED" 0:3584 8359 gram
+    peer torch_direct_seed torch_direct.py "$SEED" 0:3584 8359
     divgpu_run gram_all "$SEED" 0:8359 8359 gram
+    peer torch_direct_all torch_direct.py "$SEED" 0:8359 8359
+    same gram_seed torch_direct_seed; same gram_all torch_direct_all
     ;;
 all)
     SEED=$(table 8359)

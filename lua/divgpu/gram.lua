@@ -207,7 +207,7 @@ function Job:max_batch(ring, cap)
         info.max_workgroup_count, by_memory))
 end
 
-local Batch = {}
+local Batch = setmetatable({}, { __index = vk.Batch })  -- recorders, submit, wait, winners
 Batch.__index = Batch
 
 --- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0 done.
@@ -233,17 +233,13 @@ function Job:batch(starts, ring, in_flight)
         masks = ctx:upload(divgpu.initial_masks(starts, n), "masks"),
         approx = b.approx, winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
     }, self.g_blocks)
-    b.recorders = {}
-    for i = 1, in_flight or 1 do b.recorders[i] = ctx:recorder() end
-    b.recorder = b.recorders[1]
+    b:add_recorders(in_flight)
     return b
 end
 
 --- Records steps first .. first+count-1 on `rec`.
 function Batch:record(first, count, rec)
-    if count > self.ring then
-        error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 2)
-    end
+    self:check_chunk(count)
     rec = rec or self.recorder
     local job = self.job
     local per = min(job.steps_per_dispatch, count)
@@ -254,13 +250,6 @@ function Batch:record(first, count, rec)
         rec:barrier()
     end
 end
-
-function Batch:submit(rec) (rec or self.recorder):submit() end
-
---- Waits; returns the GPU seconds of the submission (nil without timestamps).
-function Batch:wait(rec) return (rec or self.recorder):wait() end
-
-function Batch:winners() return self.winners_buffer:read("u32") end
 
 --- The batch's filter statistics so far (call after waiting): steps, the sum
 --- of window sizes, windows of one, fallbacks, the largest window, and the

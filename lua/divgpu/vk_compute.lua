@@ -212,8 +212,25 @@ function Job:max_batch(ring, cap)
     return max(1, min(cap or 4096, floor(range / self:bytes_per_sequence(ring)), self.ctx.info.max_workgroup_count))
 end
 
+-- What every method's batch shares (gram's batch inherits it): its
+-- recorders, submission, waiting and the winners ring.
 local Batch = {}
 Batch.__index = Batch
+_M.Batch = Batch
+
+--- Gives the batch `in_flight` recorders (default 1) to cycle through.
+function Batch:add_recorders(in_flight)
+    self.recorders = {}
+    for i = 1, in_flight or 1 do self.recorders[i] = self.job.ctx:recorder() end
+    self.recorder = self.recorders[1]
+end
+
+--- Raises (at the caller's caller) if a chunk of `count` steps cannot fit the ring.
+function Batch:check_chunk(count)
+    if count > self.ring then
+        error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 3)
+    end
+end
 
 --- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0
 --- done, with `in_flight` recorders (default 1) to cycle through.
@@ -234,18 +251,14 @@ function Job:batch(starts, ring, in_flight)
         buffers.filter_scores = ctx:buffer(count * self.n * 4, "filter scores")
     end
     b.group = self.kernel:bind(buffers)
-    b.recorders = {}
-    for i = 1, in_flight or 1 do b.recorders[i] = ctx:recorder() end
-    b.recorder = b.recorders[1]
+    b:add_recorders(in_flight)
     return b
 end
 
 --- Records steps first .. first+count-1 on `rec` (default: the first recorder),
 --- each by the kernel's dispatch plan (its descriptor's `record`).
 function Batch:record(first, count, rec)
-    if count > self.ring then
-        error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 2)
-    end
+    self:check_chunk(count)
     rec = rec or self.recorder
     local job = self.job
     local plan = { n = job.n, dim = job.dim, ring = self.ring, tile = job.tile_size, groups = self.count,
