@@ -5,6 +5,7 @@
 #   bash bench/gram_campaign.sh seed      seed batch, full length: gram, direct (columns), torch direct, torch f64 Gram
 #   bash bench/gram_campaign.sh all       all 8,359 starts, full length: gram, torch direct
 #   bash bench/gram_campaign.sh large     65,536 x 768, 4,096 sequences x 1,024 steps: gram, direct, torch direct
+#   bash bench/gram_campaign.sh pairs     seed batch, full length: gram vs torch direct, 24 alternating whole-run pairs
 #   bash bench/gram_campaign.sh scaling   N = 8,192 * 2^k up to 131,072, 4,096 sequences x 256 steps: gram
 # Several modes in one call: bash bench/gram_campaign.sh sanity seed all
 # Needs .gl (Debian debs of the Vulkan loader, libglvnd, LuaJIT, lua-argparse)
@@ -92,6 +93,13 @@ workgroup)
         for wg in 128 256 512; do divgpu_run "gram_wg${wg}_$pair" "$SEED" 0:3584 8359 gram --workgroup-size $wg; done
     done
     same gram_wg128_1 gram_wg512_1
+    ;;
+pairs)
+    # Whole runs, gram against the PyTorch direct peer, 24 alternating pairs on
+    # the seed batch, full length (bench/whole_run_pairs.py; predictions in NOTES.md).
+    SEED=$(table 8359)
+    python3 bench/whole_run_pairs.py --embeddings "$SEED" --starts 0:3584 --length 8359 --pairs "${PAIRS:-24}" \
+        --method gram --json "$OUT/whole_run_pairs.json" 2>"$LOGS/whole_run_pairs.log" | tee "$OUT/whole_run_pairs.txt"
     ;;
 final)
     # The final build beside the PyTorch peer in the same call: the seed batch, all starts.

@@ -15,6 +15,7 @@
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -192,6 +193,9 @@ def peer_args(description):
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--batch", type=int, help="sequences at once (default: as many as fit)")
     p.add_argument("--json", help="write the timing result here as JSON")
+    p.add_argument("--serve", action="store_true",
+                   help="load once, then run the job once per line 'run' on stdin, printing one JSON "
+                        "line per run (for bench/whole_run_pairs.py); --out is written by the first run")
     return p.parse_args()
 
 
@@ -276,3 +280,24 @@ def setup_torch(device_name):
 def sync(torch, device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def serve(run_once, write_first):
+    """The --serve loop: "ready", then per line "run" on stdin one timed run and
+    one JSON line {"seconds", "identical_to_first"} on stdout. The first run's
+    sequences are written with write_first(seconds, sequences) (after the
+    timing); later runs are compared with them in memory."""
+    import numpy as np
+
+    print("ready", flush=True)
+    first = None
+    for line in sys.stdin:
+        if line.strip() != "run":
+            sys.exit(f"error: unknown command {line.strip()!r} (expected 'run')")
+        seconds, seqs = run_once()
+        if first is None:
+            first = seqs
+            with contextlib.redirect_stdout(sys.stderr):  # finish() prints a summary line
+                write_first(seconds, seqs)
+        same = bool(np.array_equal(first, seqs))
+        print(json.dumps({"seconds": seconds, "identical_to_first": same}), flush=True)

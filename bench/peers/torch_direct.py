@@ -37,15 +37,8 @@ def run_batch(torch, E, inv, starts, length):
     return out
 
 
-def main():
-    args = common.peer_args(__doc__.splitlines()[0])
-    e, inv, sha, starts, length = common.load_job(args)
-    torch, device, label = common.setup_torch(args.device)
-    n, dim = e.shape
-    per_seq = n * 5 + length * 8 + dim * 24 + 64              # scores, mask, out, csum/c/gather
-    table_bytes = e.nbytes + inv.nbytes
-    batch = args.batch or common.auto_batch(torch, device, len(starts), per_seq, table_bytes)
-    progress = common.Progress(len(starts) * (length - 1))
+def timed_job(torch, device, e, inv, starts, length, batch, progress):
+    """The timed part: upload, every batch, the sequences back in host memory."""
     sequences = []
     common.sync(torch, device)
     t0 = time.perf_counter()
@@ -57,14 +50,32 @@ def main():
         sequences.append(run_batch(torch, E, inv_t, part, length).cpu())
         progress.add(part.numel() * (length - 1), f"({b + part.numel()}/{len(starts)} sequences)")
     common.sync(torch, device)
-    seconds = time.perf_counter() - t0
-    progress.close()
-    result = {"peer": "torch_direct", "seconds": seconds, "num_items": n, "dim": dim,
-              "sequences": len(starts), "length": length, "batch": batch,
-              "torch": torch.__version__, "device": label,
-              "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
-    common.finish(args, result, torch.cat(sequences).numpy(), e, sha, length)
+    return time.perf_counter() - t0, torch.cat(sequences).numpy()
 
+
+def main():
+    args = common.peer_args(__doc__.splitlines()[0])
+    e, inv, sha, starts, length = common.load_job(args)
+    torch, device, label = common.setup_torch(args.device)
+    n, dim = e.shape
+    per_seq = n * 5 + length * 8 + dim * 24 + 64              # scores, mask, out, csum/c/gather
+    table_bytes = e.nbytes + inv.nbytes
+    batch = args.batch or common.auto_batch(torch, device, len(starts), per_seq, table_bytes)
+
+    def result(seconds):
+        return {"peer": "torch_direct", "seconds": seconds, "num_items": n, "dim": dim,
+                "sequences": len(starts), "length": length, "batch": batch,
+                "torch": torch.__version__, "device": label,
+                "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
+
+    if args.serve:
+        common.serve(lambda: timed_job(torch, device, e, inv, starts, length, batch, common.Progress(0)),
+                     lambda seconds, seqs: common.finish(args, result(seconds), seqs, e, sha, length))
+        return
+    progress = common.Progress(len(starts) * (length - 1))
+    seconds, sequences = timed_job(torch, device, e, inv, starts, length, batch, progress)
+    progress.close()
+    common.finish(args, result(seconds), sequences, e, sha, length)
 
 if __name__ == "__main__":
     main()
