@@ -5,6 +5,7 @@
 #   bash bench/gram_campaign.sh seed      seed batch, full length: gram, direct (columns), torch direct, torch f64 Gram
 #   bash bench/gram_campaign.sh all       all 8,359 starts, full length: gram, torch direct
 #   bash bench/gram_campaign.sh large     65,536 x 768, 4,096 sequences x 1,024 steps: gram, direct, torch direct
+#   bash bench/gram_campaign.sh roofline  seed batch: G bytes/s and window histogram beside copy bandwidth, same call
 #   bash bench/gram_campaign.sh pairs     seed batch, full length: gram vs torch direct, 24 alternating whole-run pairs
 #   bash bench/gram_campaign.sh scaling   N = 8,192 * 2^k up to 131,072, 4,096 sequences x 256 steps: gram
 # Several modes in one call: bash bench/gram_campaign.sh sanity seed all
@@ -93,6 +94,14 @@ workgroup)
         for wg in 128 256 512; do divgpu_run "gram_wg${wg}_$pair" "$SEED" 0:3584 8359 gram --workgroup-size $wg; done
     done
     same gram_wg128_1 gram_wg512_1
+    ;;
+roofline)
+    # G's bytes per second and the window histogram (seed batch, full length)
+    # beside the copy bandwidth and SGEMM rate measured in the same call.
+    SEED=$(table 8359)
+    python3 bench/peers/ceilings.py | tee "$OUT/ceilings.json"
+    luajit bench/gram_roofline.lua "$SEED" 0:3584 | tee "$OUT/gram_roofline.json"
+    python3 bench/peers/ceilings.py | tee -a "$OUT/ceilings.json"
     ;;
 pairs)
     # Whole runs, gram against the PyTorch direct peer, 24 alternating pairs on

@@ -61,8 +61,9 @@ layout(std430, set = 0, binding = 7) writeonly buffer Winners { uint winners[]; 
 // the instrumented build's max |exact - a| / B.
 layout(std430, set = 0, binding = 8) coherent buffer StateF64 { double state_f64[]; };  // [S][2]
 // Per sequence: the item appended last (its G row is still to add), then the
-// run's counters: window sizes summed, windows of one, fallbacks, largest window.
-layout(std430, set = 0, binding = 9) coherent buffer StateU32 { uint state_u32[]; };    // [S][8]
+// run's counters: window sizes summed, windows of one, fallbacks, largest
+// window, and the window-size histogram (HIST_BINS bins from S_HIST).
+layout(std430, set = 0, binding = 9) coherent buffer StateU32 { uint state_u32[]; };    // [S][STATE_U32]
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer GRow { float g[]; };
 
@@ -79,6 +80,14 @@ shared uint window_count;
 
 const uint T_NORMS = 0u, T_RATIO = 1u;                                     // state_f64 fields
 const uint S_PREVIOUS = 0u, S_WINDOW_TOTAL = 1u, S_WINDOW_ONES = 2u, S_FALLBACKS = 3u, S_WINDOW_MAX = 4u;
+// Histogram bins: sizes 1, 2, 3-4, 5-8, ..., 129-256, 257 and more; the last
+// bin counts empty windows (impossible under the theorem; counted to show it).
+const uint S_HIST = 5u, HIST_BINS = 11u, STATE_U32 = 16u;  // kernels/gram.lua mirrors these
+
+uint window_bin(uint count) {
+    if (count == 0u) return HIST_BINS - 1u;
+    return min(uint(findMSB(count - 1u) + 1), HIST_BINS - 2u);  // findMSB(0) = -1
+}
 
 uint seq;
 uint tid;
@@ -169,7 +178,7 @@ void gram_step(uint t, bool first_of_dispatch) {
     // Pass A: add the previous winner's G row; U = min (a_j + B_j).
     // (Keeping each thread's few candidates for the window in local arrays,
     // instead of pass B, measured 10% slower on the H200: bench/NOTES.md.)
-    GRow row = g_row(state_u32[seq * 8u + S_PREVIOUS]);
+    GRow row = g_row(state_u32[seq * STATE_U32 + S_PREVIOUS]);
     bool add_row = true;
 #if DIVGPU_GRAM_PERTURB == 2
     // Twin: the row pending from the previous dispatch is dropped.
@@ -259,11 +268,12 @@ void gram_step(uint t, bool first_of_dispatch) {
     if (tid == 0u) {
         winners[seq * pc.ring + t % pc.ring] = winner;
         mask[seq * words + winner / 32u] |= 1u << (winner % 32u);
-        state_u32[seq * 8u + S_PREVIOUS] = winner;
-        state_u32[seq * 8u + S_WINDOW_TOTAL] += count;
-        state_u32[seq * 8u + S_WINDOW_ONES] += count == 1u ? 1u : 0u;
-        state_u32[seq * 8u + S_FALLBACKS] += (count == 0u || count > WINDOW_CAPACITY) ? 1u : 0u;
-        state_u32[seq * 8u + S_WINDOW_MAX] = max(state_u32[seq * 8u + S_WINDOW_MAX], count);
+        state_u32[seq * STATE_U32 + S_PREVIOUS] = winner;
+        state_u32[seq * STATE_U32 + S_WINDOW_TOTAL] += count;
+        state_u32[seq * STATE_U32 + S_WINDOW_ONES] += count == 1u ? 1u : 0u;
+        state_u32[seq * STATE_U32 + S_FALLBACKS] += (count == 0u || count > WINDOW_CAPACITY) ? 1u : 0u;
+        state_u32[seq * STATE_U32 + S_WINDOW_MAX] = max(state_u32[seq * STATE_U32 + S_WINDOW_MAX], count);
+        state_u32[seq * STATE_U32 + S_HIST + window_bin(count)] += 1u;
         state_f64[seq * 2u + T_NORMS] += row_norm[winner];
 #if DIVGPU_GRAM_CHECK
         state_f64[seq * 2u + T_RATIO] = max(state_f64[seq * 2u + T_RATIO], worst);

@@ -130,6 +130,13 @@ describe("gram method vs CPU mirror", function()
             stats = assert_identical(divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }, h.range(0, 16), 200,
                 { window_capacity = 1 })
             assert(stats.gram.fallbacks > 0, "no fallback ran on the ci table")
+            -- The histogram counts every step once; at capacity 1 every window
+            -- but those of one (bin 1) falls back.
+            local hist, sum = stats.gram.window_histogram, 0
+            for _, c in ipairs(hist) do sum = sum + c end
+            assert.are.equal(stats.gram.steps, sum)
+            assert.are.equal(stats.gram.window_ones, hist[1])
+            assert.are.equal(stats.gram.fallbacks, sum - hist[1])
         end)
 
         it("twin: an overflowing window cut to its capacity is caught", function()

@@ -149,9 +149,15 @@ _M.choose_method = choose_method
 local function gram_summary(stats)
     local g = stats.gram
     if not g or g.steps == 0 then return nil end
+    -- The window-size histogram, as shares of the steps, bins that occurred only.
+    local labels, bins = require("divgpu.gram").histogram_labels, {}
+    for k, c in ipairs(g.window_histogram or {}) do
+        if c > 0 then bins[#bins + 1] = string_format("%s: %.3g%%", labels[k], 100 * c / g.steps) end
+    end
     return string_format("gram: G built in %.2f s; windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
-        .. "%d fallback(s) to a full scan in %d sequence-steps", stats.build_seconds, g.window_total / g.steps,
-        100 * g.window_ones / g.steps, g.window_max, g.fallbacks, g.steps)
+        .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", stats.build_seconds,
+        g.window_total / g.steps, 100 * g.window_ones / g.steps, g.window_max, g.fallbacks, g.steps,
+        table.concat(bins, ", "))
 end
 _M.gram_summary = gram_summary
 

@@ -112,7 +112,8 @@ function _M.run(opts)
                     method = job.method or "direct", method_reason = method_reason }
     if stats.method == "gram" then
         stats.build_seconds = job.build_seconds
-        stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0 }
+        stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
+                       window_histogram = gram.empty_histogram() }
     end
     local steps_total, steps_done = batches * (length - 1), 0
     for b = 0, batches - 1 do
@@ -170,6 +171,7 @@ function _M.run(opts)
             g.fallbacks = g.fallbacks + bs.fallbacks
             g.window_max = max(g.window_max, bs.window_max)
             g.max_ratio = max(g.max_ratio, bs.max_ratio)
+            for k, c in ipairs(bs.window_histogram) do g.window_histogram[k] = g.window_histogram[k] + c end
         end
     end
     stats.wall_seconds = now_() - t0

@@ -37,7 +37,7 @@ local function mib(bytes) return string_format("%.1f MiB", bytes / 1048576) end
 --- built from rows and the scan reads columns), norms; and per sequence.
 function _M.memory_need(n, dim)
     local fixed = n * n * 4 + 2 * n * dim * 4 + n * 12
-    local per_sequence = n * 8 + dim * 8 + ceil(n / 32) * 4 + 40
+    local per_sequence = n * 8 + dim * 8 + ceil(n / 32) * 4 + GRAM.state_u32_words * 4 + GRAM.state_f64_words * 8
     return fixed, per_sequence
 end
 
@@ -194,7 +194,7 @@ end
 
 --- Bytes each sequence of a batch needs in its largest buffer.
 function Job:bytes_per_sequence(ring)
-    return max(self.n * 8, self.dim * 8, ceil(self.n / 32) * 4, ring * 4, 32)
+    return max(self.n * 8, self.dim * 8, ceil(self.n / 32) * 4, ring * 4, GRAM.state_u32_words * 4)
 end
 
 --- The largest batch whose buffers fit the device's buffer range and whose
@@ -251,19 +251,31 @@ function Batch:record(first, count, rec)
     end
 end
 
+--- Window-size histogram bins (gram.comp's window_bin): labels and a zeroed count per bin.
+_M.histogram_labels = { "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64", "65-128", "129-256", "257+", "0" }
+function _M.empty_histogram()
+    local h = {}
+    for k = 1, GRAM.hist_bins do h[k] = 0 end
+    return h
+end
+
 --- The batch's filter statistics so far (call after waiting): steps, the sum
---- of window sizes, windows of one, fallbacks, the largest window, and the
+--- of window sizes, windows of one, fallbacks, the largest window, the
+--- window-size histogram (counts in the bins of histogram_labels), and the
 --- instrumented build's max |exact - a| / B.
 function Batch:stats()
     local u = self.state_u32:read("u32")
     local f = self.state_f64:read("f64")
-    local s = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0 }
+    local s = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
+                window_histogram = _M.empty_histogram() }
+    local hist = s.window_histogram
     for i = 0, self.count - 1 do
         local o = i * GRAM.state_u32_words
         s.window_total = s.window_total + u[o + 2]
         s.window_ones = s.window_ones + u[o + 3]
         s.fallbacks = s.fallbacks + u[o + 4]
         s.window_max = max(s.window_max, u[o + 5])
+        for k = 1, GRAM.hist_bins do hist[k] = hist[k] + u[o + GRAM.hist_first + k] end
         s.max_ratio = max(s.max_ratio, f[i * GRAM.state_f64_words + 2])
     end
     return s
