@@ -124,7 +124,7 @@ void load_center_and_bound(uint chosen) {
         const double s = csum[seq * pc.dim + d];
         const float c = contract_centroid(s);
         center[d] = c;
-        const double wc = double(pc.dim - d) * double(c);  // exact: an integer < 2^24 times an f32
+        const double wc = double(pc.dim - d) * TO_F64(c);  // exact: an integer < 2^24 times an f32
         wc2 += wc * wc;
         cs2 += s * s;
     }
@@ -189,7 +189,7 @@ void gram_step(uint t, bool first_of_dispatch) {
         if (is_masked(j)) continue;  // chosen items are never candidates again
         double ap = approx[base + j];
         if (add_row) {
-            ap += double(row.g[j]);
+            ap += TO_F64(row.g[j]);
             approx[base + j] = ap;
         }
         double a, bound;
@@ -280,7 +280,7 @@ void gram_step(uint t, bool first_of_dispatch) {
 #endif
     }
     for (uint d = tid; d < pc.dim; d += threads) {
-        csum[seq * pc.dim + d] += double(LOAD_EMB(EMB_INDEX(winner, d)));
+        csum[seq * pc.dim + d] += TO_F64(LOAD_EMB(EMB_INDEX(winner, d)));
     }
     // Every thread has read window_count above (count); the next step's window starts empty.
     barrier();

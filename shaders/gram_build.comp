@@ -13,6 +13,8 @@
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_control_flow_attributes : require
+#include "flush.glsl"
+#include "underflow.glsl"
 
 #define TILE 64
 #define SLICE 16
@@ -58,8 +60,8 @@ void main() {
         barrier();
         [[unroll]] for (uint d = 0u; d < SLICE; ++d) {
             double x[4], y[4];
-            [[unroll]] for (uint a = 0u; a < 4u; ++a) x[a] = double(panel_i[d][ty * 4u + a]);
-            [[unroll]] for (uint b = 0u; b < 4u; ++b) y[b] = double(panel_j[d][tx * 4u + b]);
+            [[unroll]] for (uint a = 0u; a < 4u; ++a) x[a] = TO_F64(panel_i[d][ty * 4u + a]);
+            [[unroll]] for (uint b = 0u; b < 4u; ++b) y[b] = TO_F64(panel_j[d][tx * 4u + b]);
             [[unroll]] for (uint a = 0u; a < 4u; ++a) {
                 [[unroll]] for (uint b = 0u; b < 4u; ++b) acc[a][b] += x[a] * y[b];
             }
@@ -75,7 +77,7 @@ void main() {
         GBlock row = GBlock(base + uint64_t(i - pc.block_row0) * uint64_t(pc.num_items) * 4ul);
         [[unroll]] for (uint b = 0u; b < 4u; ++b) {
             const uint j = j0 + tx * 4u + b;
-            if (j < pc.num_items) row.g[j] = float(acc[a][b]);  // past the last column otherwise
+            if (j < pc.num_items) row.g[j] = NARROW_F32(acc[a][b]);  // past the last column otherwise
         }
     }
 }

@@ -16,6 +16,7 @@ layout(std430, set = 0, binding = 1) readonly buffer F64In { double d_in[]; };  
 layout(std430, set = 0, binding = 2) writeonly buffer Out { uint result[]; };    // [cases][6]
 
 #include "fma.glsl"
+#include "flush.glsl"
 
 void main() {
     const uint i = gl_GlobalInvocationID.x;
@@ -23,16 +24,16 @@ void main() {
         return;  // bounds guard: the last workgroup may be partly empty
     }
     const float a = f_in[3u * i], b = f_in[3u * i + 1u], c = f_in[3u * i + 2u];
-    precise float fused = fma(a, b, c);
-    precise float product = a * b;
+    precise float fused = FTZ(fma(FTZ(a), FTZ(b), FTZ(c)));
+    precise float product = FTZ(FTZ(a) * FTZ(b));
     const double x = d_in[2u * i], y = d_in[2u * i + 1u];
     precise double sum = x + y;
-    const float narrowed = float(x);
+    const float narrowed = FTZ(float(x));
     result[6u * i + 0u] = floatBitsToUint(fused);
     result[6u * i + 1u] = floatBitsToUint(product);
     result[6u * i + 2u] = floatBitsToUint(narrowed);
     const uvec2 halves = unpackDouble2x32(sum);
     result[6u * i + 3u] = halves.x;
     result[6u * i + 4u] = halves.y;
-    result[6u * i + 5u] = floatBitsToUint(fma_emulated(a, b, c));
+    result[6u * i + 5u] = floatBitsToUint(FTZ(fma_emulated(FTZ(a), FTZ(b), FTZ(c))));
 }

@@ -43,14 +43,14 @@ void main() {
         float carried = SCORE_NONE;
         uint carried_j = INDEX_NONE;
         if (pc.tile_begin != 0u) {
-            carried = float(carry[seq].score);
+            carried = NARROW_F32(carry[seq].score);
             carried_j = carry[seq].index;
         }
         if (contract_better(red_score[0], red_index[0], carried, carried_j)) {
             carried = red_score[0];
             carried_j = red_index[0];
         }
-        carry[seq].score = double(carried);
+        carry[seq].score = TO_F64(carried);
         carry[seq].index = carried_j;
         red_index[0] = carried_j;
     }

@@ -212,6 +212,7 @@ local function cmd_run(a)
             stats.wall_seconds, stats.gpu_seconds, stats.batches, stats.batch_size, stats.chunks))
         local g = gram_summary(stats)
         if g then io_stderr:write("divgpu: ", g, "\n") end
+        if stats.underflow then io_stderr:write("divgpu: ", stats.underflow, "\n") end
     end
     io_stdout:write(a.out, "\n")
 end
@@ -306,8 +307,10 @@ local function cmd_info(a)
         io_stdout:write(string_format("   16-bit storage %s, float16 %s, float64 %s, int64 %s, int64 atomics %s, timestamps %s (%.3g ns/tick)\n",
             yes(d.storage_buffer_16bit), yes(d.float16), yes(d.float64), yes(d.int64), yes(d.int64_atomics),
             yes(d.timestamps), d.timestamp_period_ns))
-        io_stdout:write(string_format("   f32 denormals preserved %s, f32 round-to-nearest-even %s\n",
-            yes(d.denorm_preserve_f32), yes(d.rounding_rte_f32)))
+        io_stdout:write(string_format("   f32 denormals: preserve %s, flush %s, in divgpu's shaders %s%s; "
+            .. "f32 round-to-nearest-even %s\n", yes(d.denorm_preserve_f32), yes(d.denorm_flush_f32), d.denormals,
+            d.denormals_need_certificate and " (tables need the subnormal certificate)" or "",
+            yes(d.rounding_rte_f32)))
     end
 end
 

@@ -68,6 +68,8 @@ end
 ---                  chunk n+1 while the GPU runs chunk n
 ---   target_seconds GPU time each submission aims at (default 0.25)
 ---   on_progress    function(progress) called after every chunk
+---   exact_underflow  false turns off the exact underflow path
+---                  (vk.underflow_defines): tests only, the output may differ
 function _M.run(opts)
     local e, starts, length = opts.embeddings, opts.starts, opts.length
     if type(opts.ctx) ~= "userdata" then error("driver.run: ctx is required", 2) end
@@ -85,11 +87,12 @@ function _M.run(opts)
         job = gram.job(opts.ctx, e, {
             layout = opts.layout, workgroup_size = opts.workgroup_size, window_capacity = opts.window_capacity,
             g_block_rows = opts.g_block_rows, defines = opts.gram_defines, spirv = opts.spirv,
-            memory_budget = opts.memory_budget })
+            memory_budget = opts.memory_budget, exact_underflow = opts.exact_underflow })
     elseif not job then
         job = vk.job(opts.ctx, e, {
             shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,
-            spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size })
+            spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size,
+            exact_underflow = opts.exact_underflow })
     end
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
     -- ring / in_flight steps.
@@ -109,7 +112,8 @@ function _M.run(opts)
     local batches = ceil(total / batch_size)
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size,
                     workgroup_size = job.workgroup_size, chunk_sizes = {},
-                    method = job.method or "direct", method_reason = method_reason }
+                    method = job.method or "direct", method_reason = method_reason,
+                    underflow = job.underflow_note }
     if stats.method == "gram" then
         stats.build_seconds = job.build_seconds
         stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,

@@ -79,9 +79,19 @@ local function step_iterations(n, dim, wg, capacity, check)
     return worst
 end
 
+-- Two define tables in one (nil when both are empty).
+local function merged(a, b)
+    if not a then return b end
+    if not b then return a end
+    local m = {}
+    for k, v in pairs(a) do m[k] = v end
+    for k, v in pairs(b) do m[k] = v end
+    return m
+end
+
 local function build_g(self, ctx, e, rows_table)
     local n, dim = e.n, e.dim
-    local builder = kernel.new(ctx, GRAM_BUILD)
+    local builder = kernel.new(ctx, GRAM_BUILD, { defines = self.underflow })
     local group = builder:bind{ embeddings = rows_table }
     local tile = GRAM_BUILD.tile
     local fma_per_row = n * dim
@@ -127,6 +137,7 @@ Job.__index = Job
 ---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
 ---   g_block_rows     G rows per block (default: as many as one allocation holds)
 ---   defines, spirv   a variant of gram.comp (instrumented build, twins)
+---   exact_underflow  false: no exact underflow path (tests; vk.underflow_defines)
 ---   memory_budget    bytes the job may use (default: the device's); bounds the batch
 function _M.job(ctx, e, opts)
     opts = opts or {}
@@ -181,12 +192,13 @@ function _M.job(ctx, e, opts)
     self.inv_norm_buffer = ctx:upload(e:inv_norms(), "inv_norm")
     self.norms = e:norm_bounds()
     self.row_norm_buffer = ctx:upload(self.norms, "row norm bounds")
+    self.underflow, self.underflow_note = vk.underflow_defines(ctx, e, opts.exact_underflow)
     local t0 = require("divgpu.driver").now()
     self.build_gpu_seconds = build_g(self, ctx, e, rows_table)
     self.build_seconds = require("divgpu.driver").now() - t0
     self.kernel = kernel.new(ctx, GRAM, {
         variant = layout == "columns" and "gram-columns" or "gram",
-        defines = opts.defines, spirv = opts.spirv,
+        defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
         constants = { workgroup_size = wg, max_dim = dim, window_capacity = capacity },
     })
     return self

@@ -18,19 +18,56 @@ local error, type, pairs, ipairs, next, tostring, setmetatable, string_format =
 
 local _M = {}
 
--- Self-test result per context ("hardware" or "emulated" fma), weakly keyed.
-local fma_modes = setmetatable({}, { __mode = "k" })
+-- Self-test results per context ({fma = "hardware" | "emulated", denormals =
+-- "kept" | "flushed"}), weakly keyed.
+local self_tests = setmetatable({}, { __mode = "k" })
+
+local function self_test(ctx)
+    local t = self_tests[ctx]
+    if not t then
+        local fma, denormals = ctx:self_test()
+        t = { fma = fma, denormals = denormals }
+        self_tests[ctx] = t
+    end
+    return t
+end
 
 --- How the contract's fma is computed on ctx's device; runs the arithmetic
 --- self-test (SPEC section 2) the first time. Raises if the device fails it.
 function _M.fma_mode(ctx)
-    local mode = fma_modes[ctx]
-    if not mode then
-        mode = ctx:self_test()
-        fma_modes[ctx] = mode
-    end
-    return mode
+    return self_test(ctx).fma
 end
+
+--- "kept" or "flushed": what the self-test's subnormal cases saw.
+function _M.denormals_seen(ctx)
+    return self_test(ctx).denormals
+end
+
+--- The defines a job on table `e` needs for f32 denormals (SPEC section 2):
+--- none where the device preserves them (DenormPreserve is requested) or the
+--- table has the subnormal certificate (src/contract/subnormal.rs: no f32
+--- value of the chain can be subnormal); else DIVGPU_EXACT_UNDERFLOW, which
+--- redoes every operation near the underflow range exactly in code
+--- (shaders/include/underflow.glsl), so the contract's bytes come out on
+--- every device. `exact_underflow = false` turns that off (tests: the twin).
+--- Returns defines (or nil) and a line saying which and why.
+function _M.underflow_defines(ctx, e, exact_underflow)
+    local info = ctx.info
+    if not info.denormals_need_certificate then
+        return nil, "f32 denormals: preserved by the device (DenormPreserve)"
+    end
+    local ok, why = e:subnormal_certificate()
+    if ok then
+        return nil, string_format("f32 denormals: %s on this device, and the table's certificate shows none can occur",
+            info.denormals)
+    end
+    if exact_underflow == false then
+        return nil, "f32 denormals: exact underflow turned off (the output may differ from the contract)"
+    end
+    return { DIVGPU_EXACT_UNDERFLOW = 1 }, string_format("f32 denormals: %s on this device and the table could "
+        .. "produce one (%s): operations near 2^-126 are redone exactly in the shaders", info.denormals, why)
+end
+
 
 -- Loop-iteration cap per context (false: none found), weakly keyed.
 local loop_caps = setmetatable({}, { __mode = "k" })
@@ -80,6 +117,8 @@ function _M.shader(ctx, name, defines)
     local extra = {}
     for k, v in pairs(defines or {}) do extra[k] = v end
     if _M.fma_mode(ctx) == "emulated" then extra.DIVGPU_FMA_EMULATED = 1 end
+    -- denormals = "flush" where the device has no flush mode: in code (flush.glsl).
+    if ctx.info.denormals == "flushed (emulated in the shaders)" then extra.DIVGPU_FLUSH_DENORMALS = 1 end
     if next(extra) == nil then return divgpu.shader(name) end
     local source, all = divgpu.shader_source(name)
     for k, v in pairs(extra) do all[k] = v end
@@ -111,6 +150,7 @@ _M.LAYOUTS = { rows = "", columns = "-columns" }
 ---   layout       "rows" (default, as in embeddings.json) | "columns" (the
 ---                table transposed on the GPU: coalesced loads, same bits)
 ---   workgroup_size, spirv (a compiled variant, for experiments and tests)
+---   exact_underflow  false: no exact underflow path (tests; see underflow_defines)
 function _M.job(ctx, embeddings, opts)
     opts = opts or {}
     if type(embeddings) ~= "userdata" then
@@ -189,8 +229,10 @@ function _M.job(ctx, embeddings, opts)
         for _, name in ipairs(descriptor.exact_bindings) do bindings[#bindings + 1] = name end
     end
     self.descriptor = setmetatable({ bindings = bindings }, { __index = descriptor })
+    local underflow
+    underflow, self.underflow_note = _M.underflow_defines(ctx, embeddings, opts.exact_underflow)
     self.kernel = kernel.new(ctx, self.descriptor, {
-        variant = self.shader_name, spirv = opts.spirv or _M.shader(ctx, self.shader_name), name = opts.name,
+        variant = self.shader_name, spirv = opts.spirv or _M.shader(ctx, self.shader_name, underflow), name = opts.name,
         constants = { workgroup_size = wg, max_dim = embeddings.dim },
     })
     self.pipeline = self.kernel.pipeline

@@ -13,14 +13,41 @@
 const uint INDEX_NONE = 0xffffffffu;
 
 #include "fma.glsl"
+#include "flush.glsl"
+#include "underflow.glsl"
 
 // DIVGPU_FMA_EMULATED is defined by the driver when the device's self-test
 // found fma() unfused: the chain then uses the exact emulation instead.
 #ifdef DIVGPU_FMA_EMULATED
-#define contract_fma fma_emulated
+#define contract_fma_op fma_emulated
 #else
-#define contract_fma fma
+#define contract_fma_op fma
 #endif
+
+// The chain's fma and multiply. With DIVGPU_EXACT_UNDERFLOW (underflow.glsl)
+// an operation whose operand or result is below 2^-126 is redone exactly;
+// DIVGPU_FLUSH_DENORMALS (flush.glsl) imitates a flushing device in tests.
+#if defined(DIVGPU_FLUSH_DENORMALS) || defined(DIVGPU_EXACT_UNDERFLOW)
+float contract_fma(float a, float b, float c) {
+    precise float r = contract_fma_op(FTZ(a), FTZ(b), FTZ(c));
+    r = FTZ(r);
+#ifdef DIVGPU_EXACT_UNDERFLOW
+    if (abs(r) < MIN_NORMAL || is_subnormal(a) || is_subnormal(b) || is_subnormal(c)) r = fma_gradual(a, b, c);
+#endif
+    return r;
+}
+#else
+#define contract_fma contract_fma_op
+#endif
+
+float contract_mul(float a, float b) {
+    precise float r = FTZ(a) * FTZ(b);
+    r = FTZ(r);
+#ifdef DIVGPU_EXACT_UNDERFLOW
+    if (abs(r) < MIN_NORMAL || is_subnormal(a) || is_subnormal(b)) r = mul_gradual(a, b);
+#endif
+    return r;
+}
 
 // score[j] = (sum_d fma(c[d], E[j][d], acc), d ascending) * inv_norm[j]
 float contract_score(uint j, uint dim) {
@@ -34,8 +61,7 @@ float contract_score(uint j, uint dim) {
         acc = contract_fma(center[d], LOAD_EMB(EMB_INDEX(j, d)), acc);
 #endif
     }
-    precise float score = acc * inv_norm[j];
-    return score;
+    return contract_mul(acc, inv_norm[j]);
 }
 
 // c[d] = (f32) csum[d], round to nearest even.
@@ -46,16 +72,29 @@ float contract_centroid(double sum) {
     // driver: it caught no difference where lavapipe's did.)
     return uintBitsToFloat(floatBitsToUint(float(sum)) & 0xffffe000u);
 #else
-    return float(sum);
+    return NARROW_F32(sum);  // with DIVGPU_EXACT_UNDERFLOW, exact where a flushing conversion gives 0
 #endif
 }
+
+#ifdef DIVGPU_EXACT_UNDERFLOW
+uint score_key(float x) {
+    uint b = floatBitsToUint(x);
+    if ((b & 0x7fffffffu) == 0u) b = 0u;
+    return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
+}
+#endif
 
 // The contract's order: smaller score first; equal scores (IEEE ==) -> smaller index.
 bool contract_better(float s, uint j, float best, uint best_j) {
 #if DIVGPU_PERTURB == 3
     // Twin: ties go to the larger index.
     return best_j == INDEX_NONE || s < best || (s == best && j > best_j);
+#elif defined(DIVGPU_EXACT_UNDERFLOW)
+    // Scores may be subnormal: compare their bits, which no flush mode
+    // touches (an order-preserving map of f32 to u32; -0 counts as +0).
+    const uint ks = score_key(s), kb = score_key(best);
+    return ks < kb || (ks == kb && j < best_j);
 #else
-    return s < best || (s == best && j < best_j);
+    return FTZ(s) < FTZ(best) || (FTZ(s) == FTZ(best) && j < best_j);
 #endif
 }

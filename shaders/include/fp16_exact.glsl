@@ -4,12 +4,19 @@
 // Filter score of candidate j (filter_chain): f_j = fl(chain(c, h_j)) * inv_norm[j], the same
 // chain as the contract but over h = (f32)E16[j] (the half-rounded row).
 // Claim: |f_j - s_j| <= B_j for the contract's score s_j, with
-//   B_j = SCALE * ( |c|_2 * K1 + inv_norm[j] * |c|_1 * K2 + 2^-140 ),
-//   K1 = 2*g_D + 2^-11 + 5u + 2^-20,  K2 = 2^-24,
+//   B_j = SCALE * ( |c|_2 * K1 + inv_norm[j] * (|c|_1 * K2 + D * K3) + 2^-140 ),
+//   K1 = 2*g_D + 2^-11 + 5u + 2^-20,  K2 = 2^-24,  K3 = 2^-148,
 //   u = 2^-24, g_D = D*u / (1 - D*u), SCALE = 2 (DIVGPU_BOUND_SCALE).
 // Proof. Let a = chain(c, e) and a' = chain(c, h) (each step one fma, one
 // rounding), A = sum|c_d||e_d|, A' = sum|c_d||h_d|.
-//  1. Recursive fma summation: |a - c.e| <= g_D A and |a' - c.h| <= g_D A'.
+//  1. Recursive fma summation with gradual underflow: each rounding is
+//     fl(x) = x(1 + d) + t with |d| <= u, |t| <= 2^-150 (t only when the
+//     result is subnormal), so |a - c.e| <= g_D A + D 2^-150 (1 + g_D), and
+//     the same for a' against c.h. Those absolute terms are what K3 carries:
+//     multiplied by inv_norm[j] (up to 2^127 for a row of tiny norm) they are
+//     not small, and leaving them out made the filter drop the contract's
+//     winner on the D = 1 table [4.64458274e-39], [4.83849653e-05],
+//     [1.19138513e-05] (issue 7; tests/subnormal_spec.lua).
 //  2. Half rounding to nearest: |e_d - h_d| <= 2^-11 |e_d| + 2^-25 (the second
 //     term covers the subnormal range, spacing 2^-24), so
 //     |c.e - c.h| <= 2^-11 A + 2^-25 |c|_1; also A' <= (1 + 2^-11) A + 2^-25 |c|_1.
@@ -19,9 +26,12 @@
 //     inv*|e|_2 <= 1 + 2u, and by Cauchy-Schwarz inv*A <= |c|_2 (1 + 2u).
 //  Summing: |s - f| <= inv*(|a - a'|) + u*inv*(|a| + |a'|) + 2^-148
 //    <= |c|_2 [2 g_D + 2^-11 + 2u(2 + 2^-11)] (1 + 2u)(1 + g_D)(1 + 2^-11)
-//       + inv |c|_1 2^-25 (1 + g_D + u) + 2^-148,
-//  and every factor above is covered by K1, K2 and the 2^-140 term with room
-//  to spare; SCALE = 2 doubles that again for the f64 evaluation of B_j.
+//       + inv |c|_1 2^-25 (1 + g_D + u) + inv D 2^-149 (1 + g_D)(1 + 2u) + 2^-148,
+//  and every factor above is covered by K1, K2, K3 and the 2^-140 term with
+//  room to spare; SCALE = 2 doubles that again for the f64 evaluation of B_j.
+//  (The f64 evaluation itself cannot underflow: every term is a product of
+//  f32-range values, far above 2^-1022, and the constants carry the lf suffix
+//  so that no f32 subnormal literal can be flushed at compile time.)
 // Selection. Let T = min_k (f_k + B_k) over unmasked k. The contract's winner w
 // has s_w <= s_k for all k, so f_w - B_w <= s_w <= s_k <= f_k + B_k, i.e.
 // f_w - B_w <= T. Every candidate with f_j - B_j <= T is rescored exactly and
@@ -31,14 +41,17 @@
 #ifndef DIVGPU_BOUND_SCALE
 #define DIVGPU_BOUND_SCALE 2.0
 #endif
+// The twin of the underflow term: 0 drops K3 (the bound as it was before issue 7).
+#ifndef DIVGPU_UNDERFLOW_TERM
+#define DIVGPU_UNDERFLOW_TERM 1
+#endif
 
 float filter_chain(uint j, uint dim) {
     precise float acc = 0.0;
     for (uint d = 0; d < dim; ++d) {
         acc = contract_fma(center[d], float(emb16[EMB_INDEX(j, d)]), acc);
     }
-    precise float score = acc * inv_norm[j];
-    return score;
+    return contract_mul(acc, inv_norm[j]);
 }
 
 // K1 of the bound for D values per row.
@@ -48,8 +61,10 @@ double bound_k1(uint dim) {
     return 2.0 * g + 1.0 / 2048.0 + 5.0 * u + 1.0 / 1048576.0;
 }
 
-double filter_bound(uint j, double norm2, double norm1, double k1) {
-    const double k2 = 1.0 / 16777216.0;
-    const double tiny = 7.174648137343064e-43;  // 2^-140
-    return double(DIVGPU_BOUND_SCALE) * (norm2 * k1 + double(inv_norm[j]) * norm1 * k2 + tiny);
+double filter_bound(uint j, double norm2, double norm1, double k1, uint dim) {
+    const double p32 = 1.0lf / 4294967296.0lf;                 // 2^-32, exact
+    const double k2 = 1.0lf / 16777216.0lf;                    // 2^-24
+    const double k3 = double(DIVGPU_UNDERFLOW_TERM) * p32 * p32 * p32 * p32 / 1048576.0lf;  // 2^-148
+    const double tiny = p32 * p32 * p32 * p32 / 4096.0lf;      // 2^-140
+    return double(DIVGPU_BOUND_SCALE) * (norm2 * k1 + double(inv_norm[j]) * (norm1 * k2 + double(dim) * k3) + tiny);
 }

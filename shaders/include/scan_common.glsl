@@ -52,7 +52,7 @@ void append(uint w) {
         mask[seq * words + w / 32u] |= 1u << (w % 32u);
     }
     for (uint d = tid; d < pc.dim; d += threads) {
-        csum[seq * pc.dim + d] += double(LOAD_EMB(EMB_INDEX(w, d)));
+        csum[seq * pc.dim + d] += TO_F64(LOAD_EMB(EMB_INDEX(w, d)));
     }
 }
 
@@ -65,8 +65,8 @@ double k1;
 void centroid_norms() {
     double sq = 0.0, ab = 0.0;
     for (uint d = tid; d < pc.dim; d += threads) {
-        sq += double(center[d]) * double(center[d]);
-        ab += abs(double(center[d]));
+        sq += TO_F64(center[d]) * TO_F64(center[d]);
+        ab += abs(TO_F64(center[d]));
     }
     red_bound[tid] = sq;
     // Orders the partial sums before thread 0 adds them.
@@ -100,7 +100,7 @@ double filter_range(uint begin, uint end, double lowest) {
         if (is_masked(j)) continue;
         const float f = filter_chain(j, pc.dim);
         filter_score[seq * pc.num_items + j] = f;
-        lowest = min(lowest, double(f) + filter_bound(j, norm2, norm1, k1));
+        lowest = min(lowest, TO_F64(f) + filter_bound(j, norm2, norm1, k1, pc.dim));
     }
     return lowest;
 }
@@ -127,7 +127,7 @@ double reduce_min(double x) {
 void decide_range(double threshold, inout float best, inout uint best_j) {
     for (uint j = tid; j < pc.num_items; j += threads) {
         if (is_masked(j)) continue;
-        if (double(filter_score[seq * pc.num_items + j]) - filter_bound(j, norm2, norm1, k1) > threshold) continue;
+        if (TO_F64(filter_score[seq * pc.num_items + j]) - filter_bound(j, norm2, norm1, k1, pc.dim) > threshold) continue;
         const float s = contract_score(j, pc.dim);
         if (contract_better(s, j, best, best_j)) {
             best = s;

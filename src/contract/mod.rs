@@ -6,5 +6,6 @@ pub mod cache;
 pub mod fp16;
 pub mod gram;
 pub mod mirror;
+pub mod subnormal;
 pub mod synth;
 pub mod table;

@@ -52,6 +52,14 @@ impl UserData for Embeddings {
                 Err(why) => (false, Some(why)),
             })
         });
+        // e:subnormal_certificate() -> true | false, why: no f32 value of the
+        // contract's chain can be subnormal (contract/subnormal.rs)
+        m.add_method("subnormal_certificate", |_, this, ()| {
+            Ok(match crate::contract::subnormal::check(&this.0) {
+                Ok(()) => (true, None),
+                Err(why) => (false, Some(why)),
+            })
+        });
         m.add_method("title", |_, this, i: usize| {
             Ok(this.0.titles.as_ref().and_then(|t| t.get(i).cloned()))
         });

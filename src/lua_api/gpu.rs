@@ -50,6 +50,9 @@ pub fn info_table(lua: &Lua, i: &DeviceInfo) -> mlua::Result<LuaTable> {
     t.set("int64", i.int64)?;
     t.set("int64_atomics", i.int64_atomics)?;
     t.set("denorm_preserve_f32", i.denorm_preserve_f32)?;
+    t.set("denorm_flush_f32", i.denorm_flush_f32)?;
+    t.set("denormals", i.denormals.name())?;
+    t.set("denormals_need_certificate", i.denormals.need_certificate())?;
     t.set("rounding_rte_f32", i.rounding_rte_f32)?;
     t.set("buffer_device_address", i.buffer_device_address)?;
     t.set("max_memory_allocation_size", i.max_memory_allocation_size)?;
@@ -147,9 +150,13 @@ impl UserData for Context {
             },
         );
         m.add_method("recorder", |_, this, ()| Ok(LuaRecorder(Recorder::new(&this.0)?)));
-        // ctx:self_test() -> "hardware" | "emulated": how the contract's fma is
-        // computed on this device; raises if the device cannot meet the contract.
-        m.add_method("self_test", |_, this, ()| Ok(crate::selftest::run(&this.0)?.name()));
+        // ctx:self_test() -> "hardware" | "emulated", "kept" | "flushed": how the
+        // contract's fma is computed on this device, and whether its subnormal
+        // cases kept f32 denormals; raises if the device cannot meet the contract.
+        m.add_method("self_test", |_, this, ()| {
+            let t = crate::selftest::run(&this.0)?;
+            Ok((t.fma.name(), if t.denormals_kept { "kept" } else { "flushed" }))
+        });
         m.add_method("validation_messages", |_, this, ()| Ok(this.0.validation_messages()));
         m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| {
             Ok(format!("divgpu.context<{}>", this.0.info.name))

@@ -57,19 +57,32 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
-    // divgpu.open{ device = index | "name", validation = bool, echo_validation = bool } -> context
+    // divgpu.open{ device = index | "name", validation = bool, echo_validation = bool,
+    //              denormals = "device" | "flush" } -> context
+    // denormals = "flush" (or DIVGPU_DENORMALS=flush) makes the shaders flush
+    // f32 denormals, imitating a device like the H200: for tests.
     m.set(
         "open",
         lua.create_function(|_, opts: Option<LuaTable>| {
-            let (device, validation, echo) = match opts {
+            let (device, validation, echo, denormals) = match opts {
                 Some(o) => (
                     o.get::<Value>("device")?,
                     o.get::<Option<bool>>("validation")?,
                     o.get::<Option<bool>>("echo_validation")?,
+                    o.get::<Option<String>>("denormals")?,
                 ),
-                None => (Value::Nil, None, None),
+                None => (Value::Nil, None, None, None),
             };
-            let device = Device::open(&selector(device)?, validation_wanted(validation), echo.unwrap_or(true))?;
+            let denormals = denormals.or_else(|| std::env::var("DIVGPU_DENORMALS").ok().filter(|v| !v.is_empty()));
+            let force_flush = match denormals.as_deref() {
+                None | Some("device") => false,
+                Some("flush") => true,
+                Some(other) => {
+                    return Err(Error::Usage(format!("denormals must be 'device' or 'flush', not '{other}'")).into())
+                }
+            };
+            let device =
+                Device::open(&selector(device)?, validation_wanted(validation), echo.unwrap_or(true), force_flush)?;
             Ok(Context(device))
         })?,
     )?;

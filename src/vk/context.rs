@@ -12,6 +12,7 @@ use ash::vk;
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
 use crate::error::{vk_err, Error, Result};
+use super::float_controls::{self, Denormals, FloatControls};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
@@ -44,7 +45,12 @@ pub struct DeviceInfo {
     pub int64: bool,
     pub int64_atomics: bool,
     pub denorm_preserve_f32: bool,
+    pub denorm_flush_f32: bool,
     pub rounding_rte_f32: bool,
+    /// What decides the shaders' f32 denormal mode (`float_controls.rs`).
+    pub float_controls: FloatControls,
+    /// How f32 denormals are handled in divgpu's shaders on this device.
+    pub denormals: Denormals,
     /// Shaders can reach buffers through 64-bit device addresses (the Gram
     /// matrix is bound that way: it can exceed maxStorageBufferRange).
     pub buffer_device_address: bool,
@@ -212,6 +218,20 @@ impl Instance {
         } else {
             unsafe { self.raw.get_physical_device_features(pd) }
         };
+        let t = |b: vk::Bool32| b == vk::TRUE;
+        let float_controls = FloatControls {
+            preserve: [
+                t(p12.shader_denorm_preserve_float16),
+                t(p12.shader_denorm_preserve_float32),
+                t(p12.shader_denorm_preserve_float64),
+            ],
+            flush: [
+                t(p12.shader_denorm_flush_to_zero_float16),
+                t(p12.shader_denorm_flush_to_zero_float32),
+                t(p12.shader_denorm_flush_to_zero_float64),
+            ],
+            independence: p12.denorm_behavior_independence.as_raw(),
+        };
         let families = unsafe { self.raw.get_physical_device_queue_family_properties(pd) };
         let compute_family = pick_compute_family(&families);
         let timestamp_bits = compute_family.map(|f| families[f as usize].timestamp_valid_bits).unwrap_or(0);
@@ -254,7 +274,14 @@ impl Instance {
             int64: features.shader_int64 == vk::TRUE,
             int64_atomics: f12.shader_buffer_int64_atomics == vk::TRUE,
             denorm_preserve_f32: p12.shader_denorm_preserve_float32 == vk::TRUE,
+            denorm_flush_f32: p12.shader_denorm_flush_to_zero_float32 == vk::TRUE,
             rounding_rte_f32: p12.shader_rounding_mode_rte_float32 == vk::TRUE,
+            float_controls,
+            denormals: if float_controls::widths(&float_controls, false).is_some() {
+                Denormals::Preserved
+            } else {
+                Denormals::NotGuaranteed
+            },
             buffer_device_address: f12.buffer_device_address == vk::TRUE,
             max_memory_allocation_size: p11.max_memory_allocation_size,
             device_local_bytes,
@@ -300,7 +327,9 @@ pub struct Device {
 }
 
 impl Device {
-    pub fn open(selector: &DeviceSelector, validation: bool, echo: bool) -> Result<Arc<Device>> {
+    /// `force_flush`: make the shaders flush f32 denormals (tests imitate a
+    /// device like the H200 with it); an error where the device cannot.
+    pub fn open(selector: &DeviceSelector, validation: bool, echo: bool, force_flush: bool) -> Result<Arc<Device>> {
         let instance = Instance::with_echo(validation, echo)?;
         let physicals = instance.physical_devices()?;
         if physicals.is_empty() {
@@ -327,6 +356,14 @@ impl Device {
                 .ok_or_else(|| Error::Device("no Vulkan device".into()))?,
         }
         .clone();
+        let mut chosen = chosen;
+        if force_flush {
+            chosen.denormals = if float_controls::widths(&chosen.float_controls, true).is_some() {
+                Denormals::Flushed
+            } else {
+                Denormals::FlushEmulated
+            };
+        }
         let physical = physicals[chosen.index];
         let queue_family = chosen
             .compute_queue_family

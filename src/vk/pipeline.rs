@@ -9,6 +9,7 @@ use ash::vk;
 use super::buffer::Buffer;
 use super::context::Device;
 use super::spirv::{reflect, Reflection};
+use super::float_controls::{self, Denormals};
 use crate::error::{vk_err, Error, Result};
 
 pub struct Pipeline {
@@ -32,7 +33,19 @@ impl Pipeline {
                 reflection.push_constant_size
             )));
         }
-        let module_info = vk::ShaderModuleCreateInfo::default().code(spirv);
+        // The device's f32 denormal mode (float_controls.rs), added to the module.
+        let patched = match device.info.denormals {
+            Denormals::NotGuaranteed | Denormals::FlushEmulated => None,
+            mode => {
+                let flush = mode == Denormals::Flushed;
+                let widths = float_controls::widths(&device.info.float_controls, flush).unwrap_or_default();
+                Some(
+                    float_controls::with_denorm_mode(spirv, flush, &widths)
+                        .map_err(|e| Error::Shader(format!("shader '{name}': {e}")))?,
+                )
+            }
+        };
+        let module_info = vk::ShaderModuleCreateInfo::default().code(patched.as_deref().unwrap_or(spirv));
         let module = unsafe { device.raw.create_shader_module(&module_info, None) }
             .map_err(vk_err("vkCreateShaderModule"))?;
         // From here on, `pipeline` owns what was created, so an early return
