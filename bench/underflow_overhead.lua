@@ -39,6 +39,8 @@ for _, m in ipairs{ { method = "gram", starts = starts(e.n) }, { method = "direc
         print(string.format("%s pair %d: exact %.4f s, plain %.4f s, ratio %.4f", m.method, k, t[true], t[false], ratios[k]))
     end
     table.sort(ratios)
+    local n = #ratios
+    local median = n % 2 == 1 and ratios[(n + 1) / 2] or (ratios[n / 2] + ratios[n / 2 + 1]) / 2
     print(string.format("%s (%d sequences x %d steps): exact/plain GPU time median %.4f (%.4f..%.4f), exact faster in %d/%d",
-        m.method, #m.starts, e.n, ratios[math.ceil(#ratios / 2)], ratios[1], ratios[#ratios], won, pairs_n))
+        m.method, #m.starts, e.n, median, ratios[1], ratios[n], won, pairs_n))
 end
