@@ -115,6 +115,16 @@ const double U32 = 1.0lf / 16777216.0lf;             // u = 2^-24, f32 unit roun
 const double EPS64 = 1.0lf / 4503599627370496.0lf;   // 2^-52: gamma64(n) <= n * 2^-52
 const double TINY = 1.0lf / 1427247692705959881058285969449495136382746624.0lf;  // 2^-150
 const double SLACK = 1.0lf + 1.0lf / 1048576.0lf;    // 1 + 2^-20: the bound's own f64 evaluation
+// The absolute error of one stored G entry below the normal range: 2^-150 with
+// gradual underflow; where denormals may be flushed (DIVGPU_EXACT_UNDERFLOW:
+// the device does not keep them), a flushed entry or load is off by less than
+// 2^-126, so G's entries are read plainly and the bound carries that instead
+// of redoing every load exactly (gram.md, section 6).
+#ifdef DIVGPU_EXACT_UNDERFLOW
+const double G_ETA = TINY * 16777216.0lf;            // 2^-126
+#else
+const double G_ETA = TINY;
+#endif
 
 // Loads c = (f32) csum into shared memory and sets the step's bound factors;
 // `chosen` items are in the sequence so far.
@@ -141,7 +151,7 @@ void load_center_and_bound(uint chosen) {
                        + g_dim + U32 * (1.0lf + g_dim)            // G: f64 dot product, f32 storage
                        + g_sum * (1.0lf + U32) * (1.0lf + g_dim); // approx's f64 sum of G entries
     k_norm = rho * wc_norm + U32 * cs_norm + kappa * chosen_norms + TINY * sqrt(D);
-    k_const = D * TINY * (1.0lf + 2.0lf * D * U32) + m * TINY * (1.0lf + m * EPS64);
+    k_const = D * TINY * (1.0lf + 2.0lf * D * U32) + m * G_ETA * (1.0lf + m * EPS64);
 }
 
 // a_j and its bound B_j at score level, from approx_j (gram.md, section 4).
@@ -189,7 +199,7 @@ void gram_step(uint t, bool first_of_dispatch) {
         if (is_masked(j)) continue;  // chosen items are never candidates again
         double ap = approx[base + j];
         if (add_row) {
-            ap += TO_F64(row.g[j]);
+            ap += double(FTZ(row.g[j]));  // a flushed G entry is covered by G_ETA
             approx[base + j] = ap;
         }
         double a, bound;

@@ -77,7 +77,7 @@ void main() {
         GBlock row = GBlock(base + uint64_t(i - pc.block_row0) * uint64_t(pc.num_items) * 4ul);
         [[unroll]] for (uint b = 0u; b < 4u; ++b) {
             const uint j = j0 + tx * 4u + b;
-            if (j < pc.num_items) row.g[j] = NARROW_F32(acc[a][b]);  // past the last column otherwise
+            if (j < pc.num_items) row.g[j] = FTZ(float(acc[a][b]));  // may flush where denormals are not kept: gram.comp's G_ETA  // past the last column otherwise
         }
     }
 }
