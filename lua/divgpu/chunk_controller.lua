@@ -1,19 +1,34 @@
 -- Chooses how many iterations go into the next GPU submission.
 --
 -- Each submission should take about `target_seconds` of GPU time and never be
--- planned longer than `max_seconds` (always under a second, so a display
--- watchdog never fires).  The cost per iteration is not known up front and
--- changes during a run (it falls as candidates are used up and can jump), so it
--- is measured: a short probe first, then a smoothed estimate from every
--- finished submission.
+-- planned longer than `max_seconds` (0.9 s: always under a second, so a
+-- display watchdog never fires).  The cost per iteration is not known up front
+-- and changes during a run (it falls as candidates are used up and can jump),
+-- so it is measured: a short probe first, then an estimate from every finished
+-- submission that takes a rise at once and smooths a fall.
 --
 --   local ChunkController = require "divgpu.chunk_controller"
 --   local cc = ChunkController.new{ target_seconds = 0.25 }
 --   local n = cc:next_chunk(remaining)   -- 1 <= n <= remaining
 --   cc:observe(n, gpu_seconds)           -- when that submission has finished
 --
--- With several submissions in flight, next_chunk may be called several times
--- before the matching observe calls; it simply plans from the latest estimate.
+-- With several submissions in flight, next_chunk is called several times
+-- before the matching observe calls, which come in the same order (oldest
+-- first, as the driver waits on them).  The controller counts both, so it
+-- knows which chunks were planned before an observation: when a reading
+-- shows the cost rose, the chunks already in flight were sized at the old
+-- rate and will overshoot too, and the reading itself may understate the rise
+-- (the chunk may have met the new cost only in its last part); so until those
+-- chunks have been observed, the next plans are a fraction of the target
+-- (option `caution`, default 4).
+-- What that buys, for a sudden rise of the cost by R x with two submissions
+-- in flight: the first submission that reads more than 10% over the estimate
+-- (r x, r > 1.1) may overshoot, and so may the one already in flight behind
+-- it (R x target at most): nothing can shrink a submission already made.
+-- The next takes at most R x target / (r x caution), under a second for R up
+-- to 17 at the default target; the ones after it are sized from readings made
+-- at the new cost.  tests/chunk_controller_spec.lua replays the driver's order
+-- of calls and checks this for every position of the rise within a chunk.
 
 local floor, min, max, huge = math.floor, math.min, math.max, math.huge
 local type, pairs, setmetatable, getmetatable, error, tostring =
@@ -31,9 +46,15 @@ local GROWTH = 4
 -- Weight of a new observation in the moving average: smooths timer noise.
 local ALPHA = 0.3
 
--- An observation off by more than this factor is a regime change (the cost
--- really moved), not noise: the estimate jumps to it instead of averaging.
+-- A fall by more than this factor is a regime change (the cost really
+-- moved), not noise: the estimate jumps to it instead of averaging. (A rise
+-- of any size is taken at once: planning from a low estimate is what makes
+-- a submission overshoot.)
 local JUMP = 2
+
+-- A reading more than this far above the estimate is a surprise: the cost
+-- rose, beyond timer noise (a few percent).
+local SURPRISE = 1.1
 
 local DEFAULTS = {
     target_seconds = 0.25,
@@ -44,6 +65,11 @@ local DEFAULTS = {
     -- this long keeps the estimate positive (no division by zero) and errs on
     -- the side of smaller chunks.
     timer_resolution = 1e-6,
+    -- After a surprise (a reading more than 10% over the estimate), the next
+    -- plan and any made while chunks sized before it are in flight aim at
+    -- target / caution: the surprise's reading may understate the rise.
+    -- 1 turns this guard off (the tests' twin).
+    caution = 4,
 }
 
 local function is_count(x)
@@ -106,14 +132,23 @@ function _M.new(opts)
               .. tostring(o.timer_resolution), 2)
     end
 
+    if type(o.caution) ~= "number" or not (o.caution >= 1) or o.caution == huge then
+        error("chunk_controller.new: caution must be a number >= 1, got " .. tostring(o.caution), 2)
+    end
+
     return setmetatable({
         target = o.target_seconds,
         max_seconds = o.max_seconds,
         probe = o.probe_iterations,
         max_iterations = o.max_iterations or huge,
         resolution = o.timer_resolution,
+        caution = o.caution,
         est = nil,    -- seconds per iteration; nil until the first observation
         prev = nil,   -- size of the last chunk handed out (for the growth limit)
+        planned = 0,  -- chunks handed out so far
+        observed = 0, -- of those, chunks reported finished (oldest first)
+        stale_until = 0, -- chunks 1 .. this were sized before the latest surprise
+        surprised = false, -- a surprise came after the latest plan
     }, mt)
 end
 
@@ -133,17 +168,26 @@ function _M.next_chunk(self, remaining)
     else
         -- est > 0 always (observe floors readings at timer_resolution).
         n = floor(self.target / est)
-        -- Redundant while target <= max, but this is the limit that matters.
-        n = min(n, floor(self.max_seconds / est))
         if self.prev then
             n = min(n, self.prev * GROWTH)
         end
+        if self.surprised or self.observed < self.stale_until then
+            -- Just surprised, or chunks sized at the old rate are still in
+            -- flight (see the top).
+            n = min(n, floor(self.target / (est * self.caution)))
+        end
+        -- The hard cap, last: never more than max_seconds at the estimate,
+        -- which is at least the latest reading (rises are taken at once).
+        n = min(n, floor(self.max_seconds / est))
     end
     n = min(n, self.max_iterations, remaining)
-    -- One iteration is the least we can submit, even if it alone exceeds max_seconds.
+    -- One iteration is the least we can submit, even if it alone exceeds
+    -- max_seconds (and the probe, planned with no estimate, is probe_iterations).
     n = max(n, 1)
 
     self.prev = n
+    self.planned = self.planned + 1
+    self.surprised = false
     return n
 end
 
@@ -160,9 +204,18 @@ function _M.observe(self, iterations, gpu_seconds)
               .. tostring(gpu_seconds), 2)
     end
 
+    -- Observations come oldest first; one with no plan outstanding (a caller
+    -- seeding the estimate) is not counted.
+    if self.observed < self.planned then self.observed = self.observed + 1 end
     local cost = max(gpu_seconds, self.resolution) / iterations
     local est = self.est
-    if est == nil or cost > est * JUMP or cost * JUMP < est then
+    if est ~= nil and cost > est * SURPRISE then
+        -- Every chunk handed out so far was sized below this cost: the next
+        -- plan, and those made before all of these are observed, are cautious.
+        self.stale_until = self.planned
+        self.surprised = true
+    end
+    if est == nil or cost >= est or cost * JUMP < est then
         self.est = cost
     else
         self.est = est + ALPHA * (cost - est)
