@@ -6,7 +6,10 @@
 //! its default effect (the process ends).
 //!
 //! The handlers (signal-hook) are installed once, on the first `catch`; they
-//! only touch atomics, which is what a signal handler may do.
+//! only touch atomics, which is what a signal handler may do. They replace any
+//! earlier handler rather than chaining to it: the `luajit` interpreter's own
+//! SIGINT handler would otherwise raise "interrupted!" inside the driver (and
+//! reset SIGINT to its default, so the next one would kill the process).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
@@ -31,6 +34,11 @@ fn install() -> Result<()> {
     }
     let failed = |e: std::io::Error| Error::Usage(format!("cannot install the SIGINT/SIGTERM handlers: {e}"));
     for sig in [SIGINT, SIGTERM] {
+        // SAFETY: sets the disposition to the default (no handler code is
+        // involved); signal-hook then chains to nothing but the default.
+        if unsafe { libc::signal(sig, libc::SIG_DFL) } == libc::SIG_ERR {
+            return Err(failed(std::io::Error::last_os_error()));
+        }
         // Run in the order registered: the default action when not catching,
         // the exit for a second signal, then the flags.
         flag::register_conditional_default(sig, &PASS).map_err(failed)?;
