@@ -179,7 +179,8 @@ function _M.run(opts)
             if opts.on_progress then
                 opts.on_progress{ batch = b + 1, batches = batches, step = c.first + c.n, length = length,
                                   done = steps_done, total = steps_total, elapsed = now_() - t0,
-                                  chunk = c.n, sequences = stats.sequences, sequences_total = total }
+                                  chunk = c.n, sequences_total = total,
+                                  sequences = stats.sequences + (c.first + c.n >= length and count or 0) }
             end
             if stop and not stats.stopped then stats.stopped = stop() or nil end
         end
