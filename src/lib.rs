@@ -3,12 +3,14 @@
 //!
 //! Layout: `vk/` owns the Vulkan objects, `contract/` the host side of the
 //! arithmetic contract (tables, CPU mirror, files), `lua_api/` the mlua glue,
+//! `interrupt.rs` SIGINT/SIGTERM as a flag for the driver,
 //! `shaders.rs` the embedded and run-time-compiled GLSL (`shader_options.rs`:
 //! the one shaderc setup, shared with `build.rs`).
 #![warn(unsafe_op_in_unsafe_fn)]
 
 pub mod contract;
 pub mod error;
+pub mod interrupt;
 #[cfg(feature = "lua")]
 mod lua_api;
 pub mod selftest;

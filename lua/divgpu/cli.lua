@@ -60,7 +60,9 @@ local function device_option(value)
     return tonumber(value) or value
 end
 
-local function progress_printer(quiet)
+--- Shows progress on a terminal. `resumed`: sequences done by an earlier run
+--- (from the checkpoint), counted in the sequences shown but not in the rate.
+local function progress_printer(quiet, resumed)
     local function nothing() end
     if quiet or not stderr_is_terminal() then return nothing, nothing end
     local last = -1
@@ -71,8 +73,14 @@ local function progress_printer(quiet)
         last = t
         local rate = p.done / math.max(p.elapsed, 1e-9)
         local eta = (p.total - p.done) / math.max(rate, 1e-9)
-        io_stderr:write(string_format("\r\27[Kbatch %d/%d  step %d/%d  %.1f it/s  elapsed %s  ETA %s",
-            p.batch, p.batches, min(p.step, p.length), p.length, rate, format_duration(p.elapsed),
+        local sequences = ""
+        if p.sequences_total then
+            local done, all = p.sequences + (resumed or 0), p.sequences_total + (resumed or 0)
+            sequences = string_format("  sequences %d/%d (%.0f%%%s)", done, all, 100 * done / all,
+                (resumed or 0) > 0 and string_format(", %d resumed", resumed) or "")
+        end
+        io_stderr:write(string_format("\r\27[Kbatch %d/%d  step %d/%d%s  %.1f it/s  elapsed %s  ETA %s",
+            p.batch, p.batches, min(p.step, p.length), p.length, sequences, rate, format_duration(p.elapsed),
             format_duration(eta)))
         io_stderr:flush()
     end
@@ -161,10 +169,69 @@ local function gram_summary(stats)
 end
 _M.gram_summary = gram_summary
 
-local function cmd_run(a)
+local function first_line(err)
+    if type(err) == "table" and err.divgpu_user_error then return err.divgpu_user_error end
+    return (tostring(err):gsub("^runtime error: ", ""):match("^[^\n]*"))
+end
+
+--- Runs the starts the checkpoint `cp` does not have yet, committing each
+--- finished batch to it; SIGINT and SIGTERM stop the run at a chunk boundary
+--- (stats.stopped names the signal).
+local function run_rest(a, e, starts, length, batch, target_ms, shape, precision, in_flight, cp)
     local divgpu = require "divgpu"
     local vk = require "divgpu.vk_compute"
     local driver = require "divgpu.driver"
+    local resumed = cp.done
+    local rest = divgpu.array("u32", #starts - resumed)
+    for i = 1, #rest do rest[i] = starts[resumed + i] end
+    local ctx = vk.open{ device = device_option(a.device) }
+    local method, method_note = choose_method(ctx, e, a, shape, precision, #rest)
+    -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct
+    -- scan wants coalesced columns, the Gram rescoring one row per thread.
+    local layout = a.layout or (method == "gram" and "rows" or "columns")
+    local tile, tile_note
+    if method == "direct" then
+        tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
+    end
+    local show, finish = progress_printer(a.quiet, resumed)
+    if not a.quiet then
+        if method == "gram" then
+            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), %s layout, %d in flight, fma %s\n",
+                #rest, length, ctx.info.name, e.n, e.dim, layout, in_flight, vk.fma_mode(ctx)))
+        else
+            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %s layout, %d in flight, fma %s\n",
+                #rest, length, ctx.info.name, e.n, e.dim, shape, precision, layout, in_flight, vk.fma_mode(ctx)))
+        end
+        io_stderr:write("divgpu: ", method_note, "\n")
+        if tile_note then io_stderr:write("divgpu: ", tile_note, "\n") end
+    end
+    local workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size")
+    divgpu.catch_signals(true)
+    local ok, err, stats = pcall(driver.run, {
+        ctx = ctx, embeddings = e, starts = rest, length = length, batch = batch, method = method,
+        shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
+        target_seconds = target_ms / 1000, on_progress = show, workgroup_size = workgroup_size,
+        -- Each finished batch goes to the checkpoint (synced) before the next starts.
+        on_batch = function(first, _, sequences)
+            assert(resumed + first == cp.done, "batches arrive in order")
+            cp:append(sequences)
+        end,
+        stop = divgpu.interrupted,
+    })
+    divgpu.catch_signals(false)
+    finish()
+    if not ok then
+        if cp.done > 0 then
+            fail("%s (%d of %d sequences are kept in %s: run the same command again to resume)",
+                first_line(err), cp.done, cp.total, cp.path)
+        end
+        error(err, 0)
+    end
+    return stats
+end
+
+local function cmd_run(a)
+    local divgpu = require "divgpu"
     local shape = check_choice(a.shape, SHAPE_NAMES, "--shape")
     local precision = check_choice(a.precision, PRECISION_NAMES, "--precision")
     local in_flight = positive_integer(a.in_flight, "--in-flight")
@@ -177,36 +244,30 @@ local function cmd_run(a)
         fail("--length %s is out of range: it must be between 1 and the number of items, %d", tostring(a.length), e.n)
     end
     local batch = a.batch and positive_integer(a.batch, "--batch")
-    local ctx = vk.open{ device = device_option(a.device) }
-    local method, method_note = choose_method(ctx, e, a, shape, precision, #starts)
-    -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct
-    -- scan wants coalesced columns, the Gram rescoring one row per thread.
-    local layout = a.layout or (method == "gram" and "rows" or "columns")
-    local tile, tile_note
-    if method == "direct" then
-        tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
+    local target_ms = tonumber(a.target_ms)
+    if not target_ms or target_ms <= 0 then fail("--target-ms '%s' is not a positive number", tostring(a.target_ms)) end
+    -- Before the device: a checkpoint of another job is refused at once.
+    local cp = divgpu.checkpoint(a.out, { contract = CONTRACT[precision], table = e, length = length,
+                                          starts = starts, restart = a.restart })
+    local resumed, total = cp.done, cp.total
+    if resumed > 0 and not a.quiet then
+        io_stderr:write(string_format("divgpu: resuming from %s: %d of %d sequences already done\n",
+            cp.path, resumed, total))
     end
-    local show, finish = progress_printer(a.quiet)
-    if not a.quiet then
-        if method == "gram" then
-            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), %s layout, %d in flight, fma %s\n",
-                #starts, length, ctx.info.name, e.n, e.dim, layout, in_flight, vk.fma_mode(ctx)))
-        else
-            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %s layout, %d in flight, fma %s\n",
-                #starts, length, ctx.info.name, e.n, e.dim, shape, precision, layout, in_flight, vk.fma_mode(ctx)))
+    local stats
+    if resumed < total then
+        stats = run_rest(a, e, starts, length, batch, target_ms, shape, precision, in_flight, cp)
+        if stats.stopped then
+            local kept = cp.done > 0
+                and string_format("%d of %d sequences are kept in %s", cp.done, total, cp.path)
+                or "no batch had finished, nothing was kept"
+            io_stderr:write(string_format("divgpu: interrupted by %s; %s: run the same command again to %s\n",
+                stats.stopped, kept, cp.done > 0 and "resume" or "start over"))
+            return stats.stopped == "SIGTERM" and 143 or 130
         end
-        io_stderr:write("divgpu: ", method_note, "\n")
-        if tile_note then io_stderr:write("divgpu: ", tile_note, "\n") end
     end
-    local result, stats = driver.run{
-        ctx = ctx, embeddings = e, starts = starts, length = length, batch = batch, method = method,
-        shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
-        target_seconds = tonumber(a.target_ms) / 1000, on_progress = show,
-        workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size"),
-    }
-    finish()
-    divgpu.write_cache(a.out, { contract = CONTRACT[precision], table = e, length = length, sequences = result })
-    if not a.quiet then
+    cp:finish()
+    if not a.quiet and stats then
         io_stderr:write(string_format(
             "divgpu: done in %.2f s wall, %.2f s GPU, %d batch(es) of up to %d, %d submissions\n",
             stats.wall_seconds, stats.gpu_seconds, stats.batches, stats.batch_size, stats.chunks))
@@ -326,6 +387,11 @@ local function build_parser()
     p:require_command(true)
 
     local run = p:command("run", "Compute the diversity sequences and write the cache (SPEC section 4).")
+    run:epilog("Each finished batch is committed to OUT.checkpoint/ beside the output. Ctrl-C (SIGINT) or "
+        .. "SIGTERM stops at the next chunk boundary (exit 130 or 143; a second signal exits at once); kill -9 "
+        .. "loses at most the batch in progress. Running the same command again resumes and writes the bytes "
+        .. "of an uninterrupted run; a checkpoint of another table, --length, --starts or contract is refused "
+        .. "(--restart discards it).")
     run:option("--embeddings", "embeddings.json to read.", DEFAULT_EMBEDDINGS)
     run:option("--out", "Cache to write (atomically).", "diversity_cache.json")
     run:option("--starts", "Starting items: A:B (A <= s < B) or i,j,k. Default: every item.")
@@ -346,6 +412,8 @@ local function build_parser()
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
     run:option("--workgroup-size", "Threads per sequence (default: 256 on a GPU, 64 on a CPU device).")
+    run:flag("--restart", "Discard OUT.checkpoint/ (what an interrupted run of another job left) "
+        .. "instead of refusing it. A checkpoint of this same job is resumed without it.")
     run:flag("--quiet", "No progress or summary on stderr.")
 
     local convert = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json.")
@@ -405,7 +473,7 @@ local function main(argv)
         io_stderr:write("divgpu: ", msg, "\n")
         return 1
     end
-    return 0
+    return type(err) == "number" and err or 0  -- a command's own exit status (run: 130 when interrupted)
 end
 
 os.exit(main(arg))

@@ -5,8 +5,10 @@
 --   local result, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = L,
 --                                    batch = nil, target_seconds = 0.25, on_progress = fn }
 --
--- `result` is a u32 array [#starts][length]. Misuse raises error(msg, 2);
--- device and input failures propagate as errors from the native module.
+-- `result` is a u32 array [#starts][length], or nil when the batches are
+-- streamed to opts.on_batch (or the run was stopped). Misuse raises
+-- error(msg, 2); device and input failures propagate as errors from the
+-- native module.
 
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
@@ -67,7 +69,19 @@ end
 ---   in_flight      submissions kept in flight (default 2): the CPU records
 ---                  chunk n+1 while the GPU runs chunk n
 ---   target_seconds GPU time each submission aims at (default 0.25)
----   on_progress    function(progress) called after every chunk
+---   on_progress    function(progress) called after every chunk: batch, batches,
+---                  step, length, done, total (batch-steps of this run), elapsed,
+---                  chunk, sequences (finished in this run), sequences_total
+---   on_batch       function(first, count, sequences) called after each batch, in
+---                  order: rows [first, first + count) of starts (0-based) as a u32
+---                  array [count][length]. Only one batch is then held in memory
+---                  and run returns nil for the result (a full ordering of 100,000
+---                  items would be 40 GB).
+---   stop           function() polled between chunks (and before each batch); once
+---                  it returns a true value, no more chunks are submitted, those in
+---                  flight are waited for, a batch they finish is still delivered,
+---                  and run returns nil, stats with stats.stopped = that value
+---                  (stats.sequences: how many were finished)
 ---   exact_underflow  false turns off the exact underflow path
 ---                  (vk.underflow_defines): tests only, the output may differ
 function _M.run(opts)
@@ -108,9 +122,10 @@ function _M.run(opts)
         -- dependent steps as a full one.
         batch_size = ceil(total / ceil(total / batch_size))
     end
-    local result = divgpu.array("u32", total * length)
+    local on_batch, stop = opts.on_batch, opts.stop
+    local result = not on_batch and divgpu.array("u32", total * length) or nil
     local batches = ceil(total / batch_size)
-    local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size,
+    local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size, sequences = 0,
                     workgroup_size = job.workgroup_size, chunk_sizes = {},
                     method = job.method or "direct", method_reason = method_reason,
                     underflow = job.underflow_note }
@@ -121,13 +136,18 @@ function _M.run(opts)
     end
     local steps_total, steps_done = batches * (length - 1), 0
     for b = 0, batches - 1 do
+        if stop and not stats.stopped then stats.stopped = stop() or nil end
+        if stats.stopped then break end
         local first = b * batch_size
         local count = min(batch_size, total - first)
+        -- This batch's rows: in the whole result, or an array of its own when streamed.
+        local out, row0 = result, first
+        if not out then out, row0 = divgpu.array("u32", count * length), 0 end
         local ids = divgpu.array("u32", count)
         for i = 1, count do
             local s = starts[first + i]
             ids[i] = s
-            result[(first + i - 1) * length + 1] = s  -- step 0 is the start itself
+            out[(row0 + i - 1) * length + 1] = s  -- step 0 is the start itself
         end
         local batch = job:batch(ids, ring, in_flight)
         local controller = ChunkController.new{
@@ -139,7 +159,7 @@ function _M.run(opts)
         local next_step, free = 1, 1
         while next_step < length or head <= tail do
             -- Keep up to in_flight chunks on the GPU.
-            while next_step < length and tail - head + 1 < in_flight do
+            while next_step < length and tail - head + 1 < in_flight and not stats.stopped do
                 local n = controller:next_chunk(length - next_step)
                 local rec = batch.recorders[free]
                 free = free % in_flight + 1
@@ -149,6 +169,7 @@ function _M.run(opts)
                 queue[tail] = { rec = rec, first = next_step, n = n, wall = now_() }
                 next_step = next_step + n
             end
+            if head > tail then break end  -- stopped, nothing in flight
             local c = queue[head]
             queue[head] = nil
             head = head + 1
@@ -158,14 +179,17 @@ function _M.run(opts)
             stats.gpu_seconds = stats.gpu_seconds + seconds
             stats.chunks = stats.chunks + 1
             stats.chunk_sizes[#stats.chunk_sizes + 1] = c.n
-            divgpu.store_winners(result, batch:winners(), first, count, ring, c.first, c.n, length)
+            divgpu.store_winners(out, batch:winners(), row0, count, ring, c.first, c.n, length)
             steps_done = steps_done + c.n
             if opts.on_progress then
                 opts.on_progress{ batch = b + 1, batches = batches, step = c.first + c.n, length = length,
                                   done = steps_done, total = steps_total, elapsed = now_() - t0,
-                                  chunk = c.n }
+                                  chunk = c.n, sequences_total = total,
+                                  sequences = stats.sequences + (c.first + c.n >= length and count or 0) }
             end
+            if stop and not stats.stopped then stats.stopped = stop() or nil end
         end
+        if next_step < length then break end  -- stopped mid-batch: the batch is dropped
         if batch.stats then
             -- The filter's windows and fallbacks, summed over batches.
             local g, bs = stats.gram, batch:stats()
@@ -177,8 +201,11 @@ function _M.run(opts)
             g.max_ratio = max(g.max_ratio, bs.max_ratio)
             for k, c in ipairs(bs.window_histogram) do g.window_histogram[k] = g.window_histogram[k] + c end
         end
+        stats.sequences = stats.sequences + count
+        if on_batch then on_batch(first, count, out) end
     end
     stats.wall_seconds = now_() - t0
+    if stats.stopped then return nil, stats end
     return result, stats
 end
 

@@ -29,32 +29,53 @@ struct CacheFile {
     sequences: Vec<Vec<u32>>,
 }
 
+/// The cache's bytes before its first sequence: the header fields, then the
+/// opening of the `sequences` array.
+pub fn head(header: &CacheHeader) -> Result<Vec<u8>> {
+    let head = serde_json::to_string(header).map_err(|e| Error::Usage(format!("cache header: {e}")))?;
+    // `head` is `{...}`: reopen it to append the sequences.
+    Ok(format!("{},\n\"sequences\": [", &head[..head.len() - 1]).into_bytes())
+}
+
+/// The cache's bytes after its last sequence.
+pub const TAIL: &[u8] = b"\n]}\n";
+
+/// Writes whole sequences of `length`, one per line; `index` is the position
+/// of the first of them in the file (the first one has no comma before it).
+/// The cache and the checkpoint of `run` both write through here, so a
+/// resumed run's file has the bytes of an uninterrupted one.
+pub fn write_sequences(w: &mut impl Write, sequences: &[u32], length: usize, index: usize) -> std::io::Result<()> {
+    for (i, seq) in sequences.chunks_exact(length).enumerate() {
+        w.write_all(if index + i == 0 { b"\n[" } else { b",\n[" })?;
+        for (k, x) in seq.iter().enumerate() {
+            if k > 0 {
+                w.write_all(b",")?;
+            }
+            write!(w, "{x}")?;
+        }
+        w.write_all(b"]")?;
+    }
+    Ok(())
+}
+
 /// Writes the header fields, then one sequence per line (easy to diff).
 pub fn write(path: &str, header: &CacheHeader, sequences: &[u32]) -> Result<()> {
-    if header.length == 0 || sequences.len() % header.length != 0 {
-        return Err(Error::Usage(format!(
-            "{} values do not make whole sequences of length {}",
-            sequences.len(),
-            header.length
-        )));
-    }
+    check_whole(sequences.len(), header.length)?;
+    let head = head(header)?;
     write_atomically(path, |w| {
-        let head = serde_json::to_string(header)?;
-        // `head` is `{...}`: reopen it to append the sequences.
-        write!(w, "{},\n\"sequences\": [", &head[..head.len() - 1])?;
-        for (i, seq) in sequences.chunks_exact(header.length).enumerate() {
-            w.write_all(if i == 0 { b"\n[" } else { b",\n[" })?;
-            for (k, x) in seq.iter().enumerate() {
-                if k > 0 {
-                    w.write_all(b",")?;
-                }
-                write!(w, "{x}")?;
-            }
-            w.write_all(b"]")?;
-        }
-        w.write_all(b"\n]}\n")?;
+        w.write_all(&head)?;
+        write_sequences(w, sequences, header.length, 0)?;
+        w.write_all(TAIL)?;
         Ok(())
     })
+}
+
+/// `values` make whole sequences of `length`.
+pub fn check_whole(values: usize, length: usize) -> Result<()> {
+    if length == 0 || values % length != 0 {
+        return Err(Error::Usage(format!("{values} values do not make whole sequences of length {length}")));
+    }
+    Ok(())
 }
 
 /// Reads a cache; sequences come back flat, `[count × length]`.

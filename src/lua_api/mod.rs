@@ -2,6 +2,7 @@
 //! error here, with the message of `crate::error::Error`.
 
 mod arrays;
+mod checkpoint;
 mod embeddings;
 mod gpu;
 
@@ -11,9 +12,10 @@ use std::sync::Arc;
 use mlua::{Lua, Table as LuaTable, UserDataRef, UserDataRefMut, Value};
 
 use self::arrays::HostArray;
+use self::checkpoint::CheckpointHandle;
 use self::embeddings::Embeddings;
 use self::gpu::{info_table, Context, Spirv};
-use crate::contract::{cache, mirror, synth, table::Table};
+use crate::contract::{cache, checkpoint::Checkpoint, mirror, synth, table::Table};
 use crate::error::Error;
 use crate::shaders;
 use crate::vk::context::{Device, DeviceSelector, Instance};
@@ -309,6 +311,37 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
             Ok(cache::write(&path, &header, sequences.as_u32("sequences")?)?)
         })?,
     )?;
+
+    // divgpu.checkpoint(out, { contract, table, length, starts, restart }) -> the
+    // checkpoint of a run writing `out` (OUT.checkpoint/): resumed when it
+    // belongs to this job, an error when it belongs to another (unless restart).
+    m.set(
+        "checkpoint",
+        lua.create_function(|_, (out, o): (String, LuaTable)| {
+            let table: UserDataRef<Embeddings> = o.get("table")?;
+            let starts: UserDataRef<HostArray> = o.get("starts")?;
+            let header = cache::CacheHeader {
+                format: cache::FORMAT.into(),
+                version: cache::VERSION,
+                contract: o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into()),
+                num_items: table.0.n,
+                dim: table.0.dim,
+                length: o.get("length")?,
+                embeddings_sha256: table.0.sha256.clone(),
+            };
+            let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
+            let cp = Checkpoint::open(&out, &header, starts.as_u32("starts")?, restart)?;
+            Ok(CheckpointHandle(Some(cp)))
+        })?,
+    )?;
+
+    // divgpu.catch_signals(on): while on, SIGINT and SIGTERM only set a flag
+    // (a second one exits at once); divgpu.interrupted() -> "SIGINT" | "SIGTERM" | nil.
+    m.set(
+        "catch_signals",
+        lua.create_function(|_, on: Option<bool>| Ok(crate::interrupt::catch(on.unwrap_or(true))?))?,
+    )?;
+    m.set("interrupted", lua.create_function(|_, ()| Ok(crate::interrupt::caught()))?)?;
 
     // divgpu.read_cache(path) -> { header fields..., starts = array, sequences = array }
     m.set(
