@@ -46,7 +46,7 @@ run: build
 	bin/divgpu run --embeddings $(EMBEDDINGS) --out $(CACHE)
 
 test: build
-	cargo test --release --locked --no-default-features --lib
+	cargo test --release --locked --no-default-features --features gpu --lib
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
 

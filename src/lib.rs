@@ -11,9 +11,13 @@ pub mod contract;
 pub mod error;
 #[cfg(feature = "lua")]
 mod lua_api;
+#[cfg(feature = "gpu")]
 pub mod selftest;
+#[cfg(feature = "gpu")]
 mod shader_options;
+#[cfg(feature = "gpu")]
 pub mod shaders;
+#[cfg(feature = "gpu")]
 pub mod vk;
 
 #[cfg(feature = "lua")]
