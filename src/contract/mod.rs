@@ -4,6 +4,7 @@
 pub mod atomic;
 pub mod cache;
 pub mod fp16;
+pub mod fuzz;
 pub mod gram;
 pub mod mirror;
 pub mod synth;
