@@ -218,8 +218,9 @@ mod file_tests {
     }
 
     // Found by review: N x D x 2 was an unchecked u64 product; 2^63 x 2
-    // wrapped to 0 bytes, an empty .bin matched it, and the reader returned a
-    // table that claimed 2^63 rows and held none (a panic with overflow checks).
+    // wrapped to 0 bytes, an empty .bin matched it, and sizing a table of
+    // 2^63 rows panicked (capacity overflow; an overflow panic where overflow
+    // checks are on).
     #[test]
     fn a_size_that_wraps_is_an_error() {
         let e = err(&meta("9223372036854775808", "2", SHA), &[]);
