@@ -19,7 +19,7 @@ APT_PACKAGES := luajit lua-argparse lua-busted libvulkan1 mesa-vulkan-drivers \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all run test deps build check-cargo clean
+.PHONY: all run test deps build check-cargo clean fuzz
 
 all: build
 
@@ -46,9 +46,26 @@ run: build
 	bin/divgpu run --embeddings $(EMBEDDINGS) --out $(CACHE)
 
 test: build
-	cargo test --release --locked --no-default-features --lib
+	cargo test --release --locked --no-default-features --features gpu --lib
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
+
+# The coverage-guided fuzzers (cargo-fuzz, libFuzzer; nightly Rust), one
+# target at a time for FUZZ_SECONDS each. New inputs go to fuzz/work/ (not
+# kept); the ones that reach new code are then merged into the kept corpus
+# fuzz/corpus/<target>/, which `make test` replays on stable Rust.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS := embeddings_json cache fp16
+
+fuzz: check-cargo
+	@command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz not found: rustup toolchain install nightly && cargo install cargo-fuzz" >&2; exit 1; }
+	cargo +nightly fuzz build
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/work/$$t fuzz/corpus/$$t; \
+	  cargo +nightly fuzz run $$t fuzz/work/$$t fuzz/corpus/$$t -- -dict=fuzz/json.dict \
+	    -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1; \
+	  cargo +nightly fuzz run $$t fuzz/corpus/$$t fuzz/work/$$t -- -merge=1; \
+	done
 
 clean:
 	rm -rf build .deps-stamp

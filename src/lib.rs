@@ -13,9 +13,13 @@ pub mod error;
 pub mod interrupt;
 #[cfg(feature = "lua")]
 mod lua_api;
+#[cfg(feature = "gpu")]
 pub mod selftest;
+#[cfg(feature = "gpu")]
 mod shader_options;
+#[cfg(feature = "gpu")]
 pub mod shaders;
+#[cfg(feature = "gpu")]
 pub mod vk;
 
 #[cfg(feature = "lua")]

@@ -81,23 +81,101 @@ pub fn check_whole(values: usize, length: usize) -> Result<()> {
 /// Reads a cache; sequences come back flat, `[count × length]`.
 pub fn read(path: &str) -> Result<(CacheHeader, Vec<u32>)> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let file: CacheFile = serde_json::from_slice(&bytes).map_err(|e| Error::input(path, e.to_string()))?;
+    parse(path, &bytes)
+}
+
+/// The bytes of a cache file named `path` (the fuzz targets' entry point).
+pub fn parse(path: &str, bytes: &[u8]) -> Result<(CacheHeader, Vec<u32>)> {
+    let file: CacheFile = serde_json::from_slice(bytes).map_err(|e| Error::input(path, e.to_string()))?;
     if file.header.format != FORMAT || file.header.version != VERSION {
         return Err(Error::input(
             path,
             format!(
-                "not a divgpu cache of version {VERSION} (format '{}', version {})",
+                "not a divgpu cache of version {VERSION} (format {:?}, version {})",
                 file.header.format, file.header.version
             ),
         ));
     }
+    // Both are printed by `verify`: checked here, they keep its lines one line.
+    let h = &file.header;
+    if h.contract != "fp32" && h.contract != "fp16" {
+        return Err(Error::input(path, format!("unknown contract {:?} (SPEC section 4: \"fp32\" or \"fp16\")", h.contract)));
+    }
+    if h.embeddings_sha256.len() != 64 || !h.embeddings_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::input(path, "embeddings_sha256 is not a sha256 (64 hex digits)"));
+    }
     let length = file.header.length;
-    let mut flat = Vec::with_capacity(file.sequences.len() * length);
+    if length == 0 {
+        return Err(Error::input(path, "the header says length 0"));
+    }
+    // Every sequence is checked before anything is allocated: the header's
+    // length alone (say 1e12) must not size an allocation.
+    let num_items = file.header.num_items;
     for (i, seq) in file.sequences.iter().enumerate() {
         if seq.len() != length {
             return Err(Error::input(path, format!("sequence {i} has {} items, the header says length {length}", seq.len())));
         }
-        flat.extend_from_slice(seq);
+        if let Some((k, &x)) = seq.iter().enumerate().find(|&(_, &x)| x as usize >= num_items) {
+            return Err(Error::input(
+                path,
+                format!("sequence {i}, step {k}: item {x} is out of range (the header says {num_items} items)"),
+            ));
+        }
     }
-    Ok((file.header, flat))
+    Ok((file.header, file.sequences.concat()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
+
+    fn cache(format: &str, length: &str, sequences: &str) -> String {
+        format!(
+            r#"{{"format":{format:?},"version":1,"contract":"fp32","num_items":6,"dim":3,"length":{length},"embeddings_sha256":"{SHA}","sequences":{sequences}}}"#
+        )
+    }
+
+    fn err(text: &str) -> String {
+        match parse("c.json", text.as_bytes()) {
+            Ok(_) => panic!("accepted {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_good_cache_reads_back() -> Result<()> {
+        let (h, flat) = parse("c.json", cache(FORMAT, "2", "[[0,3],[5,1]]").as_bytes())?;
+        assert_eq!((h.num_items, h.length), (6, 2));
+        assert_eq!(flat, [0, 3, 5, 1]);
+        Ok(())
+    }
+
+    // Found by review: the header's length sized an allocation before any
+    // sequence was read, so 1e12 aborted the process (4 TB) and 2^62 wrapped
+    // or overflowed the count x length product.
+    #[test]
+    fn a_huge_length_in_the_header_is_an_error_not_an_abort() {
+        for length in ["1000000000000", "4611686018427387904", "18446744073709551615"] {
+            let e = err(&cache(FORMAT, length, "[[0,3,5]]"));
+            assert!(e.contains("sequence 0 has 3 items, the header says length"), "{e}");
+        }
+    }
+
+    // Found by review: a header string with a line break made a two-line error.
+    #[test]
+    fn a_line_break_in_the_format_stays_escaped() {
+        // `cache` writes the format with {:?}: the JSON escape \n, a newline once read.
+        let e = err(&cache("divgpu-diversity-cache\n", "2", "[[0,3]]"));
+        assert!(!e.contains('\n') && e.contains("format \"divgpu-diversity-cache\\n\""), "{e}");
+    }
+
+    #[test]
+    fn bad_headers_and_items_are_one_line_errors() {
+        assert!(err(&cache(FORMAT, "0", "[]")).contains("length 0"));
+        assert!(err(&cache(FORMAT, "2", "[[0,6]]")).contains("sequence 0, step 1: item 6 is out of range"));
+        assert!(err(&cache(FORMAT, "2", "[[0,3]]").replace("fp32", "fp32\\n")).contains("unknown contract"));
+        assert!(err(&cache(FORMAT, "2", "[[0,3]]").replace(SHA, "abc")).contains("not a sha256"));
+    }
 }

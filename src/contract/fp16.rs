@@ -106,37 +106,132 @@ pub fn convert(json_path: &str) -> Result<(String, String)> {
 /// whose `sha256` is the JSON's.
 pub fn load(json_path: &str) -> Result<Table> {
     let (bin, meta_path) = paths(json_path);
-    let missing = |what: &str| {
-        Error::input(&bin, format!("{what}; run 'divgpu convert-fp16 {json_path}' to make it"))
-    };
-    let meta_text = std::fs::read(&meta_path).map_err(|_| missing(&format!("{META_NAME} is missing")))?;
-    let meta: Fp16Meta =
-        serde_json::from_slice(&meta_text).map_err(|e| Error::input(&meta_path, format!("not a valid meta file: {e}")))?;
+    let meta_text = std::fs::read(&meta_path).map_err(|_| missing(json_path, &bin, &format!("{META_NAME} is missing")))?;
     let json = std::fs::read(json_path).map_err(|e| Error::io(json_path, e))?;
     let sha = hex(&Sha256::digest(&json));
-    if sha != meta.embeddings_sha256 {
-        return Err(missing(&format!(
-            "stale: {json_path} changed after the conversion (sha256 {sha}, the .bin was made from {})",
-            meta.embeddings_sha256
-        )));
-    }
-    let expected = meta.num_items as u64 * meta.dim as u64 * 2;
-    let mut file = std::fs::File::open(&bin).map_err(|_| missing("the file is missing"))?;
+    let (meta, expected) = check_meta(json_path, &bin, &meta_path, &meta_text, &sha)?;
+    let mut file = std::fs::File::open(&bin).map_err(|_| missing(json_path, &bin, "the file is missing"))?;
     let size = file.metadata().map_err(|e| Error::io(&bin, e))?.len();
-    if size != expected {
-        return Err(missing(&format!(
-            "{size} bytes, but {} x {} halves need {expected}: mis-sized or truncated",
-            meta.num_items, meta.dim
-        )));
-    }
+    check_size(json_path, &bin, &meta, size, expected)?;
     // One copy: straight from the file into the u16 table.
     let mut halves = vec![0u16; meta.num_items * meta.dim];
     file.read_exact(bytemuck::cast_slice_mut(&mut halves)).map_err(|e| Error::io(&bin, e))?;
     if cfg!(target_endian = "big") {
         halves.iter_mut().for_each(|h| *h = u16::from_le(*h));
     }
-    if let Some(i) = halves.iter().position(|&h| f16::from_bits(h).is_infinite() || f16::from_bits(h).is_nan()) {
-        return Err(Error::input(&bin, format!("row {}, column {}: not a finite half", i / meta.dim, i % meta.dim)));
+    finish(json_path, &bin, &meta, &halves, sha)
+}
+
+/// `load` on bytes in memory: the meta file's and the .bin's, for a JSON
+/// whose sha256 is `json_sha` (the fuzz targets' entry point).
+pub fn parse(json_path: &str, json_sha: &str, meta_text: &[u8], bin_bytes: &[u8]) -> Result<Table> {
+    let (bin, meta_path) = paths(json_path);
+    let (meta, expected) = check_meta(json_path, &bin, &meta_path, meta_text, json_sha)?;
+    check_size(json_path, &bin, &meta, bin_bytes.len() as u64, expected)?;
+    let halves: Vec<u16> = bin_bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
+    finish(json_path, &bin, &meta, &halves, json_sha.to_string())
+}
+
+fn missing(json_path: &str, bin: &str, what: &str) -> Error {
+    Error::input(bin, format!("{what}; run 'divgpu convert-fp16 {json_path}' to make it"))
+}
+
+/// The meta file, checked against the JSON's sha256, and the .bin size it implies.
+fn check_meta(json_path: &str, bin: &str, meta_path: &str, meta_text: &[u8], sha: &str) -> Result<(Fp16Meta, u64)> {
+    let meta: Fp16Meta =
+        serde_json::from_slice(meta_text).map_err(|e| Error::input(meta_path, format!("not a valid meta file: {e}")))?;
+    if sha != meta.embeddings_sha256 {
+        // {:?}: the meta file's text, quoted and escaped, keeps the error on one line.
+        return Err(missing(
+            json_path,
+            bin,
+            &format!(
+                "stale: {json_path} changed after the conversion (sha256 {sha}, the .bin was made from {:?})",
+                meta.embeddings_sha256
+            ),
+        ));
     }
-    widen(json_path, meta.num_items, meta.dim, &halves, sha)
+    // Checked: a meta file claiming 2^63 items must not wrap to a small size
+    // that a short .bin matches. At most isize::MAX bytes, so n * dim halves
+    // can then be allocated without overflow.
+    let expected = (meta.num_items as u64)
+        .checked_mul(meta.dim as u64)
+        .and_then(|halves| halves.checked_mul(2))
+        .filter(|&bytes| bytes <= isize::MAX as u64)
+        .ok_or_else(|| {
+            Error::input(meta_path, format!("{} x {} halves do not fit in memory", meta.num_items, meta.dim))
+        })?;
+    Ok((meta, expected))
+}
+
+fn check_size(json_path: &str, bin: &str, meta: &Fp16Meta, size: u64, expected: u64) -> Result<()> {
+    if size != expected {
+        return Err(missing(
+            json_path,
+            bin,
+            &format!("{size} bytes, but {} x {} halves need {expected}: mis-sized or truncated", meta.num_items, meta.dim),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a non-finite half, then widens.
+fn finish(json_path: &str, bin: &str, meta: &Fp16Meta, halves: &[u16], sha: String) -> Result<Table> {
+    if let Some(i) = halves.iter().position(|&h| f16::from_bits(h).is_infinite() || f16::from_bits(h).is_nan()) {
+        return Err(Error::input(bin, format!("row {}, column {}: not a finite half", i / meta.dim, i % meta.dim)));
+    }
+    widen(json_path, meta.num_items, meta.dim, halves, sha)
+}
+
+#[cfg(test)]
+mod file_tests {
+    use super::*;
+
+    const SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    fn meta(n: &str, dim: &str, sha: &str) -> String {
+        format!(r#"{{"format":"divgpu-fp16","num_items":{n},"dim":{dim},"embeddings_sha256":"{sha}"}}"#)
+    }
+
+    fn err(meta: &str, bin: &[u8]) -> String {
+        match parse("e.json", SHA, meta.as_bytes(), bin) {
+            Ok(t) => panic!("accepted a {}x{} table", t.n, t.dim),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_good_pair_reads_back() -> Result<()> {
+        let bin: Vec<u8> = [1.0f32, 2.0, -0.5, 4.0].iter().flat_map(|&x| f16::from_f32(x).to_bits().to_le_bytes()).collect();
+        let t = parse("e.json", SHA, meta("2", "2", SHA).as_bytes(), &bin)?;
+        assert_eq!((t.n, t.dim, t.data), (2, 2, vec![1.0, 2.0, -0.5, 4.0]));
+        Ok(())
+    }
+
+    // Found by the fuzzer (fp16 target, after 342,722 executions): the meta
+    // file's sha256 went into the stale-file error as it was, so a "\r" in it
+    // (the JSON escape) split the error in two lines.
+    #[test]
+    fn a_line_break_in_the_meta_sha256_stays_escaped() {
+        let e = err(&meta("3", "384", &format!("{}\\r{}", &SHA[..50], &SHA[51..])), &[]);
+        assert!(e.contains("stale") && !e.contains(['\n', '\r']), "{e:?}");
+    }
+
+    // Found by review: N x D x 2 was an unchecked u64 product; 2^63 x 2
+    // wrapped to 0 bytes, an empty .bin matched it, and sizing a table of
+    // 2^63 rows panicked (capacity overflow; an overflow panic where overflow
+    // checks are on).
+    #[test]
+    fn a_size_that_wraps_is_an_error() {
+        let e = err(&meta("9223372036854775808", "2", SHA), &[]);
+        assert!(e.contains("do not fit in memory"), "{e}");
+    }
+
+    // A header claiming 1e12 rows is refused on the size before anything is
+    // allocated for them (load() compares the file's size the same way).
+    #[test]
+    fn a_huge_header_is_refused_before_any_allocation() {
+        let e = err(&meta("1000000000000", "384", SHA), &[0; 4]);
+        assert!(e.contains("mis-sized or truncated"), "{e}");
+    }
 }

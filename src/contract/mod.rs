@@ -5,6 +5,7 @@ pub mod atomic;
 pub mod cache;
 pub mod checkpoint;
 pub mod fp16;
+pub mod fuzz;
 pub mod gram;
 pub mod mirror;
 pub mod subnormal;

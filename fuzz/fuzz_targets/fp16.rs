@@ -1,0 +1,5 @@
+//! `embeddings_fp16.meta.json`, a NUL byte, then `embeddings_fp16.bin`, through `fp16::parse`.
+//! The checks live in divgpu's `contract::fuzz`, shared with the corpus replay.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| divgpu::contract::fuzz::fp16(data));

@@ -1,0 +1,124 @@
+//! The checks behind the fuzz targets (`fuzz/fuzz_targets/`, cargo-fuzz) and
+//! their stable-toolchain replay (`cargo test` runs every kept corpus file).
+//! Each entry feeds bytes to one reader and panics, which the fuzzer reports
+//! as a crash, when the reader panics, returns an error that is not one line
+//! naming the file, or returns a table or cache that breaks its invariants.
+
+use super::{cache, fp16, table::Table};
+use crate::error::Error;
+
+pub const JSON_PATH: &str = "fuzz/embeddings.json";
+pub const CACHE_PATH: &str = "fuzz/diversity_cache.json";
+/// The sha256 the fp16 target's JSON has (that of the empty file): a meta file
+/// naming it gets past the staleness check to the size and value checks.
+pub const FP16_JSON_SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/// Panics unless `e` reads as one line that starts with one of `files`.
+pub fn check_error(e: &Error, files: &[&str]) {
+    let msg = e.to_string();
+    assert!(!msg.contains(['\n', '\r']), "the error is not one line: {msg:?}");
+    assert!(files.iter().any(|f| msg.starts_with(&format!("{f}: "))), "the error names none of {files:?}: {msg:?}");
+}
+
+fn check_table(t: &Table) {
+    assert!(t.n >= 2 && t.dim >= 1, "accepted a {}x{} table", t.n, t.dim);
+    assert_eq!(t.data.len(), t.n * t.dim, "{}x{} table holds {} values", t.n, t.dim, t.data.len());
+    assert_eq!(t.inv_norm.len(), t.n);
+    assert!(t.data.iter().chain(&t.inv_norm).all(|x| x.is_finite()), "accepted a non-finite value");
+}
+
+/// `embeddings.json` (SPEC section 4).
+pub fn embeddings_json(data: &[u8]) {
+    match Table::parse_json(JSON_PATH, data) {
+        Ok(t) => check_table(&t),
+        Err(e) => check_error(&e, &[JSON_PATH]),
+    }
+}
+
+/// `diversity_cache.json`.
+pub fn cache(data: &[u8]) {
+    match cache::parse(CACHE_PATH, data) {
+        Ok((h, flat)) => {
+            assert!(h.length > 0 && flat.len() % h.length == 0, "{} values in sequences of {}", flat.len(), h.length);
+        }
+        Err(e) => check_error(&e, &[CACHE_PATH]),
+    }
+}
+
+/// `embeddings_fp16.meta.json` and `embeddings_fp16.bin`: the input is the
+/// meta file's bytes, a NUL byte, then the .bin's bytes.
+pub fn fp16(data: &[u8]) {
+    let (meta, bin) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    match fp16::parse(JSON_PATH, FP16_JSON_SHA, meta, bin) {
+        Ok(t) => {
+            check_table(&t);
+            assert_eq!(t.data.len() * 2, bin.len());
+        }
+        Err(e) => {
+            let (bin_path, meta_path) = fp16::paths(JSON_PATH);
+            check_error(&e, &[&bin_path, &meta_path, JSON_PATH])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file of the kept corpus `fuzz/corpus/<target>/` through its
+    /// target: the short fuzz run of `make test`, on the stable toolchain.
+    fn replay(target: &str, check: fn(&[u8])) {
+        let dir = format!("{}/fuzz/corpus/{target}", env!("CARGO_MANIFEST_DIR"));
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let mut count = 0;
+        for entry in entries {
+            let path = entry.expect("a corpus entry").path();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let r = std::panic::catch_unwind(|| check(&bytes));
+            assert!(r.is_ok(), "{target}: {} fails", path.display());
+            count += 1;
+        }
+        // An empty or missing corpus would make this test pass vacuously.
+        assert!(count >= 10, "{dir}: only {count} files");
+    }
+
+    #[test]
+    fn corpus_embeddings_json() {
+        replay("embeddings_json", embeddings_json);
+    }
+
+    #[test]
+    fn corpus_cache() {
+        replay("cache", cache);
+    }
+
+    #[test]
+    fn corpus_fp16() {
+        replay("fp16", fp16);
+    }
+
+    // Twins: the checks do catch what they are there to catch.
+    #[test]
+    #[should_panic(expected = "not one line")]
+    fn a_two_line_error_is_caught() {
+        check_error(&Error::input(JSON_PATH, "first\nsecond"), &[JSON_PATH]);
+    }
+
+    #[test]
+    #[should_panic(expected = "names none")]
+    fn an_error_naming_another_file_is_caught() {
+        check_error(&Error::input("other.json", "bad"), &[JSON_PATH]);
+    }
+
+    #[test]
+    #[should_panic(expected = "table holds")]
+    fn a_table_of_the_wrong_size_is_caught() {
+        let mut t = Table::from_rows("t", 2, 1, vec![1.0, 2.0], None).expect("a valid table");
+        t.n = 3;
+        t.inv_norm.push(1.0);
+        check_table(&t);
+    }
+}
