@@ -16,7 +16,7 @@ use self::gpu::{info_table, Context, Spirv};
 use crate::contract::{cache, mirror, synth, table::Table};
 use crate::error::Error;
 use crate::shaders;
-use crate::vk::context::{Device, DeviceSelector, Instance};
+use crate::vk::context::{all_validation_messages, timeout_from_env, timeout_from_seconds, Device, DeviceSelector, Instance};
 
 fn selector(v: Value) -> mlua::Result<DeviceSelector> {
     Ok(match v {
@@ -57,22 +57,41 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
-    // divgpu.open{ device = index | "name", validation = bool, echo_validation = bool } -> context
+    // divgpu.open{ device = index | "name", validation = bool, echo_validation = bool,
+    //              timeout = seconds } -> context
     m.set(
         "open",
         lua.create_function(|_, opts: Option<LuaTable>| {
-            let (device, validation, echo) = match opts {
+            let (device, validation, echo, timeout) = match opts {
                 Some(o) => (
                     o.get::<Value>("device")?,
                     o.get::<Option<bool>>("validation")?,
                     o.get::<Option<bool>>("echo_validation")?,
+                    o.get::<Value>("timeout")?,
                 ),
-                None => (Value::Nil, None, None),
+                None => (Value::Nil, None, None, Value::Nil),
             };
-            let device = Device::open(&selector(device)?, validation_wanted(validation), echo.unwrap_or(true))?;
+            // Every fence wait of the context is bounded by this (default:
+            // DIVGPU_TIMEOUT_S, else 600 s).
+            let timeout = match timeout {
+                Value::Nil => timeout_from_env()?,
+                Value::Integer(s) => timeout_from_seconds(Some(s as f64), "open{timeout=}")?,
+                Value::Number(s) => timeout_from_seconds(Some(s), "open{timeout=}")?,
+                _ => timeout_from_seconds(None, "open{timeout=}")?,
+            };
+            let device =
+                Device::open(&selector(device)?, validation_wanted(validation), echo.unwrap_or(true), timeout)?;
             Ok(Context(device))
         })?,
     )?;
+
+    // divgpu.validation_messages() -> every validation message of every
+    // context opened with echo (the tests fail on any).
+    m.set("validation_messages", lua.create_function(|_, ()| Ok(all_validation_messages()))?)?;
+
+    // divgpu.inject_fault(kind): only in the fault-injection build (tests).
+    #[cfg(feature = "fault-injection")]
+    m.set("inject_fault", lua.create_function(|_, kind: String| Ok(crate::vk::fault::arm(&kind)?))?)?;
 
     // divgpu.convert_fp16(json_path) -> bin_path, meta_path
     m.set(
@@ -175,8 +194,12 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         "array",
         lua.create_function(|_, (dtype, init): (String, Value)| match init {
             Value::Table(t) => HostArray::from_lua_table(&dtype, &t),
-            Value::Integer(n) if n >= 0 => HostArray::new(&dtype, n as usize),
-            Value::Number(n) if n >= 0.0 => HostArray::new(&dtype, n as usize),
+            Value::Integer(n) if n >= 0 => HostArray::new(&dtype, usize::try_from(n).unwrap_or(usize::MAX)),
+            // A length past usize (1e300) saturates, and the allocation then fails with an error.
+            Value::Number(n) if n >= 0.0 && n.fract() == 0.0 => HostArray::new(&dtype, n as usize),
+            Value::Number(n) => {
+                Err(Error::Usage(format!("array(): the length {n} is not a whole number >= 0")).into())
+            }
             other => Err(Error::Usage(format!("array(): expected a length or a table, got {}", other.type_name())).into()),
         })?,
     )?;
@@ -218,8 +241,12 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
             )| {
                 let ring = ring.as_u32("ring")?;
                 let result = result.as_u32_mut("result")?;
-                if steps > ring_size || first_step + steps > length || ring.len() < rows * ring_size
-                    || result.len() < (first_row + rows) * length
+                // Checked: sizes come from Lua and must not wrap into a fit.
+                let fits = |a: Option<usize>, limit: usize| a.is_some_and(|a| a <= limit);
+                if steps > ring_size
+                    || !fits(first_step.checked_add(steps), length)
+                    || !fits(rows.checked_mul(ring_size), ring.len())
+                    || !fits(first_row.checked_add(rows).and_then(|r| r.checked_mul(length)), result.len())
                 {
                     return Err(Error::Usage("store_winners(): sizes do not fit the arrays".into()).into());
                 }
