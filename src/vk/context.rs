@@ -163,6 +163,26 @@ unsafe extern "system" fn debug_callback(
     vk::FALSE
 }
 
+/// Synchronization validation across submissions (a chunk's writes read by
+/// the next chunk, an upload read by a dispatch) is a separate check of the
+/// layer with no `VkValidationFeatureEnableEXT` value in 1.3.239: only the
+/// layer's settings turn it on, read from `VK_LAYER_ENABLES` when the instance
+/// is created. It is set once, before the first validated instance, unless
+/// the user set the variable (then theirs applies).
+fn enable_queue_submit_sync_validation() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("VK_LAYER_ENABLES").is_none() {
+            // ':' separates the layer's list entries on Linux.
+            std::env::set_var(
+                "VK_LAYER_ENABLES",
+                "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT:\
+                 VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT",
+            );
+        }
+    });
+}
+
 /// A Vulkan instance with its debug messenger, used both to list devices and
 /// as the parent of a `Device`.
 pub struct Instance {
@@ -221,6 +241,7 @@ impl Instance {
                 ));
             }
             extensions.push(ash::ext::validation_features::NAME.as_ptr());
+            enable_queue_submit_sync_validation();
         }
         let enables = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&enables);
