@@ -210,14 +210,17 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         lua.create_function(|_, (starts, n): (UserDataRef<HostArray>, usize)| {
             let starts = starts.as_u32("starts")?;
             let words = n.div_ceil(32);
-            let mut masks = vec![0u32; starts.len() * words];
+            // Fallible: n comes from Lua, and vec! would abort the process.
+            let total = starts.len().checked_mul(words).unwrap_or(usize::MAX);
+            let mut masks = HostArray::new("u32", total)?;
+            let bits = masks.as_u32_mut("masks")?;
             for (i, &s) in starts.iter().enumerate() {
                 if s as usize >= n {
                     return Err(Error::Usage(format!("start {s} is out of range: items are 0..{n}")).into());
                 }
-                masks[i * words + s as usize / 32] |= 1 << (s % 32);
+                bits[i * words + s as usize / 32] |= 1 << (s % 32);
             }
-            Ok(HostArray::U32(masks))
+            Ok(masks)
         })?,
     )?;
 
