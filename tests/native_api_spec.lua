@@ -164,6 +164,34 @@ describe("the validation layer", function()
         assert.matches("SYNC-HAZARD-READ-AFTER-WRITE", hazard_messages(false), 1, true)
         assert.are.equal("", hazard_messages(true))
     end)
+
+    it("checks submissions too: one chunk's writes reach the next without a barrier of the caller's", function()
+        local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), validation = true, echo_validation = false }
+        -- The layer's QueueSubmit check is on (set by the module unless the user set the variable).
+        assert.matches("VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT", os.getenv("VK_LAYER_ENABLES"), 1, true)
+        local spirv = divgpu.compile([[
+            #version 450
+            layout(local_size_x = 1) in;
+            layout(std430, binding = 0) buffer Out { uint x[]; };
+            layout(std430, binding = 1) readonly buffer In { uint y[]; };
+            void main() { x[0] = y[0] + 1u; }
+        ]], { name = "copy-plus-one" })
+        local pipeline = ctx:pipeline{ spirv = spirv }
+        local a, b = ctx:buffer(16, "a"), ctx:buffer(16, "b")
+        a:fill(0)
+        b:fill(0)
+        local first, second = ctx:recorder(), ctx:recorder()
+        first:dispatch(ctx:bind(pipeline, { a, b }), {}, 1)     -- writes a, no barrier after
+        first:submit()
+        second:dispatch(ctx:bind(pipeline, { b, a }), {}, 1)    -- reads a in the next submission
+        second:submit()
+        first:wait()
+        second:wait()
+        assert.are.equal(2, b:read("u32", 1)[1])
+        -- Before each recording began with a barrier, the layer reported a
+        -- READ_AFTER_WRITE hazard in vkQueueSubmit here.
+        assert.are.equal("", table.concat(ctx:validation_messages(), "\n"))
+    end)
 end)
 
 -- Misuse of GPU objects is an error naming the object and the rule, never
