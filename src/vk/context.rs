@@ -151,8 +151,6 @@ unsafe extern "system" fn debug_callback(
     let line = format!("vulkan validation [{severity:?}]: {text}");
     if messages.echo {
         eprintln!("{line}");
-    }
-    if messages.echo {
         if let Ok(mut all) = ALL_MESSAGES.lock() {
             all.push(line.clone());
         }
