@@ -19,7 +19,7 @@ APT_PACKAGES := luajit lua-argparse lua-busted libvulkan1 mesa-vulkan-drivers \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all run test deps build check-cargo clean fuzz
+.PHONY: all run test deps build check-cargo clean fuzz build/fault/divgpu.so
 
 all: build
 
@@ -45,9 +45,20 @@ build: deps check-cargo
 run: build
 	bin/divgpu run --embeddings $(EMBEDDINGS) --out $(CACHE)
 
-test: build
+# The fault-injection variant (tests only: divgpu.inject_fault) goes to
+# build/fault/divgpu.so; it shares the dependency cache, so it costs one more
+# compile of divgpu itself and its shaders, not of shaderc.
+build/fault/divgpu.so: build
+	cargo build --release --locked --features fault-injection
+	@mkdir -p build/fault
+	@cp -f "$(CARGO_TARGET_DIR)/release/libdivgpu.so" build/fault/divgpu.so.new && mv -f build/fault/divgpu.so.new build/fault/divgpu.so
+	@# Put the shipped variant back where `make build` copies it from.
+	cargo build --release --locked
+
+test: build build/fault/divgpu.so
 	cargo test --release --locked --no-default-features --features gpu --lib
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua
+	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua --run=faults
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
 
 # The coverage-guided fuzzers (cargo-fuzz, libFuzzer; nightly Rust), one

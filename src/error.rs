@@ -1,6 +1,12 @@
 //! One error type for the whole crate. Every failure becomes a readable message
 //! naming the Vulkan call and its result, or the file, row or option at fault;
 //! it is turned into a Lua error once, at the mlua boundary (`lua_api`).
+//!
+//! The GPU faults are distinct variants whose messages start with what
+//! happened, so a user (and a test) can tell them apart: "GPU device lost",
+//! "out of device memory" / "out of host memory", "GPU timeout". Misuse of
+//! the API (wrong sizes, objects of two contexts, offsets past a buffer) is
+//! `Usage`, and its message names the object and the rule broken.
 
 use ash::vk;
 
@@ -9,10 +15,19 @@ pub enum Error {
     /// A Vulkan call failed: the call and its result code.
     #[error("{call} failed: {result:?}")]
     Vulkan { call: &'static str, result: vk::Result },
-    #[error("the GPU device was lost during {call} (driver reset or crash); results of this run are unusable")]
+    #[error("GPU device lost in {call} (driver reset or crash): this context is dead and its results are \
+             unusable; open a new context to continue")]
     DeviceLost { call: &'static str },
-    #[error("out of {kind} memory in {call}")]
-    OutOfMemory { call: &'static str, kind: &'static str },
+    /// `what` names the allocation or call (e.g. "buffer 'centroids' of 4096 bytes").
+    #[error("out of {kind} memory: {what}")]
+    OutOfMemory { what: String, kind: &'static str },
+    /// A fence wait passed the context's limit; the work may still be running.
+    #[error("GPU timeout: {what} did not finish within {seconds} s (the limit is the context's timeout, \
+             DIVGPU_TIMEOUT_S or divgpu.open{{timeout=}}); this context is dead, open a new one to continue")]
+    Timeout { what: &'static str, seconds: f64 },
+    /// A call on a context after an earlier device loss or timeout.
+    #[error("this context is dead after an earlier {0}; open a new context to continue")]
+    Dead(&'static str),
     #[error("could not load the Vulkan library: {0}")]
     Loader(String),
     #[error("memory allocation failed: {0}")]
@@ -22,7 +37,8 @@ pub enum Error {
     /// Shader compilation or reflection failed (the message names the shader).
     #[error("{0}")]
     Shader(String),
-    /// A dispatch or pipeline was used wrongly (sizes, bindings, limits).
+    /// The API was used wrongly (sizes, bindings, limits, offsets, objects of
+    /// two contexts): the message names the object and the rule.
     #[error("{0}")]
     Usage(String),
     /// An input file is wrong: the path and what is wrong with it (row, column).
@@ -41,6 +57,11 @@ impl Error {
     pub fn io(path: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
     }
+    /// A device loss or a timeout: the GPU may still be using what the
+    /// context owns, so the context leaks it instead of freeing it.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::DeviceLost { .. } | Error::Timeout { .. } | Error::Dead(_))
+    }
 }
 
 /// Maps a `vk::Result` from `call` to the right variant; used as
@@ -48,8 +69,8 @@ impl Error {
 pub fn vk_err(call: &'static str) -> impl Fn(vk::Result) -> Error {
     move |result| match result {
         vk::Result::ERROR_DEVICE_LOST => Error::DeviceLost { call },
-        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => Error::OutOfMemory { call, kind: "device" },
-        vk::Result::ERROR_OUT_OF_HOST_MEMORY => Error::OutOfMemory { call, kind: "host" },
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => Error::OutOfMemory { what: call.to_string(), kind: "device" },
+        vk::Result::ERROR_OUT_OF_HOST_MEMORY => Error::OutOfMemory { what: call.to_string(), kind: "host" },
         result => Error::Vulkan { call, result },
     }
 }
@@ -58,7 +79,7 @@ impl From<gpu_allocator::AllocationError> for Error {
     fn from(e: gpu_allocator::AllocationError) -> Self {
         match e {
             gpu_allocator::AllocationError::OutOfMemory => {
-                Error::OutOfMemory { call: "gpu-allocator allocate", kind: "device" }
+                Error::OutOfMemory { what: "gpu-allocator allocate".into(), kind: "device" }
             }
             other => Error::Allocator(other.to_string()),
         }
@@ -69,5 +90,25 @@ impl From<gpu_allocator::AllocationError> for Error {
 impl From<Error> for mlua::Error {
     fn from(e: Error) -> Self {
         mlua::Error::external(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each fault says which it is in its first words (the README lists them).
+    #[test]
+    fn faults_are_distinct_and_say_which() {
+        let lost = vk_err("vkQueueSubmit")(vk::Result::ERROR_DEVICE_LOST).to_string();
+        let oom = vk_err("vkAllocateMemory")(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY).to_string();
+        let timeout = Error::Timeout { what: "a submission", seconds: 2.0 }.to_string();
+        assert!(lost.starts_with("GPU device lost in vkQueueSubmit"), "{lost}");
+        assert!(oom.starts_with("out of device memory: vkAllocateMemory"), "{oom}");
+        assert!(timeout.starts_with("GPU timeout: a submission did not finish within 2 s"), "{timeout}");
+        let other = vk_err("vkCreateBuffer")(vk::Result::ERROR_UNKNOWN).to_string();
+        assert!(!other.contains("lost") && !other.contains("memory") && !other.contains("timeout"), "{other}");
+        assert!(Error::DeviceLost { call: "x" }.is_fatal());
+        assert!(!Error::OutOfMemory { what: "x".into(), kind: "device" }.is_fatal());
     }
 }

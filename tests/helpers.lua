@@ -79,6 +79,9 @@ function M.baseline_variant(defines)
     return vk.shader(M.ctx(), "baseline", defines)
 end
 
+--- Drops the suite's context (run_busted.lua, at the end, to collect it).
+function M.release() ctx = nil end
+
 function M.assert_no_validation_messages()
     if not ctx then return end
     local messages = ctx:validation_messages()

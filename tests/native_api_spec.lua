@@ -138,4 +138,179 @@ describe("the validation layer", function()
         pcall(ctx.pipeline, ctx, { spirv = spirv })
         assert.is_true(#ctx:validation_messages() > 0)
     end)
+
+    it("checks synchronization: a missing barrier between dispatches is reported, its twin is not", function()
+        local function hazard_messages(with_barrier)
+            local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), validation = true, echo_validation = false }
+            local spirv = divgpu.compile([[
+                #version 450
+                layout(local_size_x = 1) in;
+                layout(std430, binding = 0) buffer Out { uint x[]; };
+                layout(std430, binding = 1) readonly buffer In { uint y[]; };
+                void main() { x[0] = y[0] + 1u; }
+            ]], { name = "copy-plus-one" })
+            local pipeline = ctx:pipeline{ spirv = spirv }
+            local a, b = ctx:buffer(16, "a"), ctx:buffer(16, "b")
+            a:fill(0)
+            b:fill(0)
+            local rec = ctx:recorder()
+            rec:dispatch(ctx:bind(pipeline, { a, b }), {}, 1)     -- writes a
+            if with_barrier then rec:barrier() end
+            rec:dispatch(ctx:bind(pipeline, { b, a }), {}, 1)     -- reads a
+            rec:submit()
+            rec:wait()
+            return table.concat(ctx:validation_messages(), "\n")
+        end
+        assert.matches("SYNC-HAZARD-READ-AFTER-WRITE", hazard_messages(false), 1, true)
+        assert.are.equal("", hazard_messages(true))
+    end)
+
+    it("checks submissions too: one chunk's writes reach the next without a barrier of the caller's", function()
+        local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), validation = true, echo_validation = false }
+        -- The layer's QueueSubmit check is on (set by the module unless the user set the variable).
+        assert.matches("VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT", os.getenv("VK_LAYER_ENABLES"), 1, true)
+        local spirv = divgpu.compile([[
+            #version 450
+            layout(local_size_x = 1) in;
+            layout(std430, binding = 0) buffer Out { uint x[]; };
+            layout(std430, binding = 1) readonly buffer In { uint y[]; };
+            void main() { x[0] = y[0] + 1u; }
+        ]], { name = "copy-plus-one" })
+        local pipeline = ctx:pipeline{ spirv = spirv }
+        local a, b = ctx:buffer(16, "a"), ctx:buffer(16, "b")
+        a:fill(0)
+        b:fill(0)
+        local first, second = ctx:recorder(), ctx:recorder()
+        first:dispatch(ctx:bind(pipeline, { a, b }), {}, 1)     -- writes a, no barrier after
+        first:submit()
+        second:dispatch(ctx:bind(pipeline, { b, a }), {}, 1)    -- reads a in the next submission
+        second:submit()
+        first:wait()
+        second:wait()
+        assert.are.equal(2, b:read("u32", 1)[1])
+        -- Before each recording began with a barrier, the layer reported a
+        -- READ_AFTER_WRITE hazard in vkQueueSubmit here.
+        assert.are.equal("", table.concat(ctx:validation_messages(), "\n"))
+    end)
+end)
+
+-- Misuse of GPU objects is an error naming the object and the rule, never
+-- undefined behaviour; each case has a twin that stays inside the rule and
+-- must succeed, so the error comes from the rule and not from elsewhere.
+describe("GPU object misuse", function()
+    teardown(h.assert_no_validation_messages)
+
+    local function first_line(err) return (tostring(err):match("^[^\n]*")) end
+    local COUNT_SHADER = [[
+        #version 450
+        layout(local_size_x = 1) in;
+        layout(std430, binding = 0) buffer B { uint x[]; };
+        void main() { x[0] = x[0] + 1u; }
+    ]]
+
+    it("objects of two contexts cannot be mixed", function()
+        local a = h.ctx()
+        local b = divgpu.open{ device = os.getenv("DIVGPU_DEVICE") }
+        assert.are_not.equal(a.id, b.id)
+        local spirv = divgpu.compile(COUNT_SHADER, { name = "count" })
+        local pa, pb = a:pipeline{ spirv = spirv }, b:pipeline{ spirv = spirv }
+        local ba, bb = a:buffer(16, "of a"), b:buffer(16, "of b")
+        ba:fill(0)
+        bb:fill(0)
+        -- A buffer of b bound to a's pipeline.
+        local ok, err = pcall(a.bind, a, pa, { bb })
+        assert.is_false(ok)
+        err = first_line(err)
+        assert.matches("buffer 'of b' bound to shader 'count' belongs to context #" .. b.id, err, 1, true)
+        assert.matches("not to context #" .. a.id, err, 1, true)
+        assert.matches("objects of two contexts cannot be mixed", err, 1, true)
+        -- b's pipeline bound through a.
+        ok, err = pcall(a.bind, a, pb, { bb })
+        assert.is_false(ok)
+        assert.matches("pipeline 'count' belongs to context #" .. b.id, first_line(err), 1, true)
+        -- A referenced buffer of b.
+        ok, err = pcall(a.bind, a, pa, { ba }, { bb })
+        assert.is_false(ok)
+        assert.matches("referenced buffer 'of b'", first_line(err), 1, true)
+        -- b's bind group recorded on a's recorder.
+        local gb = b:bind(pb, { bb })
+        local rec = a:recorder()
+        ok, err = pcall(rec.dispatch, rec, gb, {}, 1)
+        assert.is_false(ok)
+        assert.matches("bind group of shader 'count' belongs to context #" .. b.id, first_line(err), 1, true)
+        -- Twins: each object with its own context works (and the failed
+        -- dispatch left a's recorder usable).
+        rec:dispatch(a:bind(pa, { ba }), {}, 1)
+        rec:submit()
+        rec:wait()
+        local rb = b:recorder()
+        rb:dispatch(gb, {}, 1)
+        rb:submit()
+        rb:wait()
+        assert.are.equal(1, ba:read("u32", 1)[1])
+        assert.are.equal(1, bb:read("u32", 1)[1])
+    end)
+
+    it("an offset near 2^64 is an error, not a wrapped copy", function()
+        local ctx = h.ctx()
+        local buf = ctx:buffer(64, "small")
+        local four = divgpu.array("u32", { 1, 2, 3, 4 })
+        local near = 2 ^ 64 - 4096           -- the largest double below 2^64 with room
+        for _, case in ipairs{
+            { "write", function() buf:write(four, near) end, "upload of 16 bytes at offset" },
+            { "read", function() buf:read("u32", 4, near) end, "download of 16 bytes at offset" },
+            { "read count", function() buf:read("f64", 2 ^ 62, 0) end, "too many bytes" },
+            { "write past the end", function() buf:write(four, 52) end, "upload of 16 bytes at offset 52" },
+        } do
+            local ok, err = pcall(case[2])
+            assert.is_false(ok, case[1])
+            err = first_line(err)
+            assert.matches(case[3], err, 1, true)
+            assert.matches("buffer 'small'", err, 1, true)
+        end
+        -- Twin: the last 16 bytes, exactly, are fine.
+        buf:write(four, 48)
+        assert.is_true(buf:read("u32", 4, 48):equals(four))
+    end)
+
+    it("an array too big for memory is an error, not an abort", function()
+        local ok, err = pcall(divgpu.array, "f64", 1e12)
+        assert.is_false(ok)
+        err = first_line(err)
+        assert.matches("out of host memory: an array of 1000000000000 f64 values", err, 1, true)
+        ok, err = pcall(divgpu.array, "u32", 1e300)
+        assert.is_false(ok)
+        assert.matches("out of host memory", first_line(err), 1, true)
+        ok, err = pcall(divgpu.initial_masks, divgpu.array("u32", { 0, 1 }), 2 ^ 52)
+        assert.is_false(ok)
+        assert.matches("out of host memory", first_line(err), 1, true)
+        ok, err = pcall(divgpu.array, "u32", 2.5)
+        assert.is_false(ok)
+        assert.matches("not a whole number", first_line(err), 1, true)
+        -- Twin: a large array that fits is allocated, zeroed.
+        local a = divgpu.array("f64", 1e6)
+        assert.are.equal(1e6, #a)
+        assert.are.equal(0, a[1e6])
+    end)
+
+    it("a buffer past the device's largest allocation is out of device memory", function()
+        local ctx = h.ctx()
+        local ok, err = pcall(ctx.buffer, ctx, 2 ^ 52, "huge")
+        assert.is_false(ok)
+        assert.matches("^out of device memory: buffer 'huge' of 4503599627370496 bytes exceeds the largest allocation",
+                       first_line(err))
+        -- The context stays usable.
+        local b = ctx:buffer(8, "fine")
+        b:fill(7)
+        assert.are.equal(7, b:read("u32")[2])
+    end)
+
+    it("the timeout is the context's, from open{timeout=} or DIVGPU_TIMEOUT_S", function()
+        assert.are.equal(tonumber(os.getenv("DIVGPU_TIMEOUT_S")) or 600, h.ctx().timeout)
+        local ok, err = pcall(divgpu.open, { device = os.getenv("DIVGPU_DEVICE"), timeout = -1 })
+        assert.is_false(ok)
+        assert.matches("open{timeout=}: the timeout must be a number of seconds > 0", first_line(err), 1, true)
+        local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), timeout = 2.5 }
+        assert.are.equal(2.5, ctx.timeout)
+    end)
 end)

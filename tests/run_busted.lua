@@ -20,5 +20,27 @@ if not has_dir then
   table.insert(arg, 1, "--directory=" .. root)
 end
 
--- Same as /usr/bin/busted.
+-- Same as /usr/bin/busted. With failures it exits non-zero itself; without,
+-- it returns here.
 require "busted.runner" { standalone = false }
+
+-- Every validation-layer message of the run fails it, from whichever context
+-- (a spec's own, the driver's, a collected one): the native module keeps
+-- them all, except those of contexts opened with echo_validation = false
+-- (deliberate misuse). Contexts are collected first, so messages from their
+-- teardown count too.
+-- busted insulates each spec file (its package.loaded entries are dropped
+-- afterwards), so the module is required again: the same library, whose
+-- message list is process-wide.
+local loaded, divgpu = pcall(require, "divgpu")
+if loaded then
+  local helpers = package.loaded["tests.helpers"]
+  if helpers then helpers.release() end
+  collectgarbage()
+  collectgarbage()
+  local messages = divgpu.validation_messages()
+  if #messages > 0 then
+    io.stderr:write(#messages, " validation-layer message(s) during the run:\n", table.concat(messages, "\n"), "\n")
+    os.exit(1)
+  end
+end

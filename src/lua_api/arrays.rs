@@ -15,13 +15,39 @@ pub enum HostArray {
     F64(Vec<f64>),
 }
 
+/// `len` zeroed values, or an error when the memory cannot be had: `vec![0; n]`
+/// aborts the whole process on failure (`divgpu.array("f64", 1e12)`).
+fn zeroed<T: bytemuck::Zeroable>(dtype: &str, len: usize) -> Result<Vec<T>, Error> {
+    let too_big = || Error::OutOfMemory {
+        what: format!(
+            "an array of {len} {dtype} values ({:.3e} bytes) cannot be allocated",
+            len as f64 * std::mem::size_of::<T>() as f64
+        ),
+        kind: "host",
+    };
+    if len == 0 || std::mem::size_of::<T>() == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| too_big())?;
+    // SAFETY: `layout` has a non-zero size (len > 0, T not zero-sized); the
+    // pointer comes from the global allocator with T's layout for `len`
+    // values, all zero bytes, which is a valid T (`Zeroable`); the Vec takes
+    // ownership with length = capacity = len, exactly as `vec![zero; len]` does.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    if ptr.is_null() {
+        return Err(too_big());
+    }
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 impl HostArray {
+    /// An array of `len` zeros; out of host memory is an error, not an abort.
     pub fn new(dtype: &str, len: usize) -> mlua::Result<HostArray> {
         Ok(match dtype {
-            "u32" => HostArray::U32(vec![0; len]),
-            "u16" => HostArray::U16(vec![0; len]),
-            "f32" => HostArray::F32(vec![0.0; len]),
-            "f64" => HostArray::F64(vec![0.0; len]),
+            "u32" => HostArray::U32(zeroed(dtype, len)?),
+            "u16" => HostArray::U16(zeroed(dtype, len)?),
+            "f32" => HostArray::F32(zeroed(dtype, len)?),
+            "f64" => HostArray::F64(zeroed(dtype, len)?),
             other => return Err(Error::Usage(format!("unknown dtype '{other}' (u32, u16, f32 or f64)")).into()),
         })
     }
@@ -112,7 +138,7 @@ impl HostArray {
 
     /// The array read as `rows` × `cols` (row-major), returned transposed.
     pub fn transposed(&self, rows: usize, cols: usize) -> mlua::Result<HostArray> {
-        if rows * cols != self.len() {
+        if rows.checked_mul(cols) != Some(self.len()) {
             return Err(Error::Usage(format!("transposed({rows}, {cols}): the array has {} values", self.len())).into());
         }
         fn t<T: Copy>(v: &[T], rows: usize, cols: usize) -> Vec<T> {

@@ -93,6 +93,10 @@ fn buffer_list(list: &LuaTable, what: &str) -> mlua::Result<Vec<Arc<Buffer>>> {
 impl UserData for Context {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("info", |lua, this| info_table(lua, &this.0.info));
+        // The limit of every fence wait, in seconds (divgpu.open{timeout=}).
+        f.add_field_method_get("timeout", |_, this| Ok(this.0.timeout.as_secs_f64()));
+        // A process-unique number, named in errors about objects of two contexts.
+        f.add_field_method_get("id", |_, this| Ok(this.0.id));
     }
 
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
@@ -140,7 +144,8 @@ impl UserData for Context {
         // shader reaches by device address, kept alive with the group.
         m.add_method(
             "bind",
-            |_, _, (pipeline, list, referenced): (UserDataRef<LuaPipeline>, LuaTable, Option<LuaTable>)| {
+            |_, this, (pipeline, list, referenced): (UserDataRef<LuaPipeline>, LuaTable, Option<LuaTable>)| {
+                this.0.check_same(&pipeline.0.device, &format!("pipeline '{}'", pipeline.0.name))?;
                 let buffers = buffer_list(&list, "bind()")?;
                 let referenced = match referenced {
                     Some(t) => buffer_list(&t, "bind() referenced")?,
@@ -185,7 +190,10 @@ impl UserData for LuaBuffer {
             let offset = offset.unwrap_or(0);
             let size = HostArray::new(&dtype, 1)?.bytes().len() as u64;
             let count = count.unwrap_or((this.0.size.saturating_sub(offset)) / size);
-            let bytes = this.0.download(offset, count * size)?;
+            let len = count.checked_mul(size).ok_or_else(|| {
+                Error::Usage(format!("read of {count} {dtype} values from buffer '{}': too many bytes", this.0.name))
+            })?;
+            let bytes = this.0.download(offset, len)?;
             HostArray::from_bytes(&dtype, &bytes)
         });
         // buf:fill(u32) sets every word.

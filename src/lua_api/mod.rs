@@ -18,7 +18,7 @@ use self::gpu::{info_table, Context, Spirv};
 use crate::contract::{cache, checkpoint::Checkpoint, mirror, synth, table::Table};
 use crate::error::Error;
 use crate::shaders;
-use crate::vk::context::{Device, DeviceSelector, Instance};
+use crate::vk::context::{all_validation_messages, timeout_from_env, timeout_from_seconds, Device, DeviceSelector, Instance};
 
 fn selector(v: Value) -> mlua::Result<DeviceSelector> {
     Ok(match v {
@@ -60,20 +60,29 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
     )?;
 
     // divgpu.open{ device = index | "name", validation = bool, echo_validation = bool,
-    //              denormals = "device" | "flush" } -> context
+    //              timeout = seconds, denormals = "device" | "flush" } -> context
     // denormals = "flush" (or DIVGPU_DENORMALS=flush) makes the shaders flush
     // f32 denormals, imitating a device like the H200: for tests.
     m.set(
         "open",
         lua.create_function(|_, opts: Option<LuaTable>| {
-            let (device, validation, echo, denormals) = match opts {
+            let (device, validation, echo, timeout, denormals) = match opts {
                 Some(o) => (
                     o.get::<Value>("device")?,
                     o.get::<Option<bool>>("validation")?,
                     o.get::<Option<bool>>("echo_validation")?,
+                    o.get::<Value>("timeout")?,
                     o.get::<Option<String>>("denormals")?,
                 ),
-                None => (Value::Nil, None, None, None),
+                None => (Value::Nil, None, None, Value::Nil, None),
+            };
+            // Every fence wait of the context is bounded by this (default:
+            // DIVGPU_TIMEOUT_S, else 600 s).
+            let timeout = match timeout {
+                Value::Nil => timeout_from_env()?,
+                Value::Integer(s) => timeout_from_seconds(Some(s as f64), "open{timeout=}")?,
+                Value::Number(s) => timeout_from_seconds(Some(s), "open{timeout=}")?,
+                _ => timeout_from_seconds(None, "open{timeout=}")?,
             };
             let denormals = denormals.or_else(|| std::env::var("DIVGPU_DENORMALS").ok().filter(|v| !v.is_empty()));
             let force_flush = match denormals.as_deref() {
@@ -83,11 +92,24 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
                     return Err(Error::Usage(format!("denormals must be 'device' or 'flush', not '{other}'")).into())
                 }
             };
-            let device =
-                Device::open(&selector(device)?, validation_wanted(validation), echo.unwrap_or(true), force_flush)?;
+            let device = Device::open(
+                &selector(device)?,
+                validation_wanted(validation),
+                echo.unwrap_or(true),
+                timeout,
+                force_flush,
+            )?;
             Ok(Context(device))
         })?,
     )?;
+
+    // divgpu.validation_messages() -> every validation message of every
+    // context opened with echo (the tests fail on any).
+    m.set("validation_messages", lua.create_function(|_, ()| Ok(all_validation_messages()))?)?;
+
+    // divgpu.inject_fault(kind): only in the fault-injection build (tests).
+    #[cfg(feature = "fault-injection")]
+    m.set("inject_fault", lua.create_function(|_, kind: String| Ok(crate::vk::fault::arm(&kind)?))?)?;
 
     // divgpu.convert_fp16(json_path) -> bin_path, meta_path
     m.set(
@@ -190,8 +212,12 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         "array",
         lua.create_function(|_, (dtype, init): (String, Value)| match init {
             Value::Table(t) => HostArray::from_lua_table(&dtype, &t),
-            Value::Integer(n) if n >= 0 => HostArray::new(&dtype, n as usize),
-            Value::Number(n) if n >= 0.0 => HostArray::new(&dtype, n as usize),
+            Value::Integer(n) if n >= 0 => HostArray::new(&dtype, usize::try_from(n).unwrap_or(usize::MAX)),
+            // A length past usize (1e300) saturates, and the allocation then fails with an error.
+            Value::Number(n) if n >= 0.0 && n.fract() == 0.0 => HostArray::new(&dtype, n as usize),
+            Value::Number(n) => {
+                Err(Error::Usage(format!("array(): the length {n} is not a whole number >= 0")).into())
+            }
             other => Err(Error::Usage(format!("array(): expected a length or a table, got {}", other.type_name())).into()),
         })?,
     )?;
@@ -202,14 +228,17 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         lua.create_function(|_, (starts, n): (UserDataRef<HostArray>, usize)| {
             let starts = starts.as_u32("starts")?;
             let words = n.div_ceil(32);
-            let mut masks = vec![0u32; starts.len() * words];
+            // Fallible: n comes from Lua, and vec! would abort the process.
+            let total = starts.len().checked_mul(words).unwrap_or(usize::MAX);
+            let mut masks = HostArray::new("u32", total)?;
+            let bits = masks.as_u32_mut("masks")?;
             for (i, &s) in starts.iter().enumerate() {
                 if s as usize >= n {
                     return Err(Error::Usage(format!("start {s} is out of range: items are 0..{n}")).into());
                 }
-                masks[i * words + s as usize / 32] |= 1 << (s % 32);
+                bits[i * words + s as usize / 32] |= 1 << (s % 32);
             }
-            Ok(HostArray::U32(masks))
+            Ok(masks)
         })?,
     )?;
 
@@ -233,8 +262,12 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
             )| {
                 let ring = ring.as_u32("ring")?;
                 let result = result.as_u32_mut("result")?;
-                if steps > ring_size || first_step + steps > length || ring.len() < rows * ring_size
-                    || result.len() < (first_row + rows) * length
+                // Checked: sizes come from Lua and must not wrap into a fit.
+                let fits = |a: Option<usize>, limit: usize| a.is_some_and(|a| a <= limit);
+                if steps > ring_size
+                    || !fits(first_step.checked_add(steps), length)
+                    || !fits(rows.checked_mul(ring_size), ring.len())
+                    || !fits(first_row.checked_add(rows).and_then(|r| r.checked_mul(length)), result.len())
                 {
                     return Err(Error::Usage("store_winners(): sizes do not fit the arrays".into()).into());
                 }

@@ -8,7 +8,19 @@ use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use gpu_allocator::MemoryLocation;
 
 use super::context::Device;
+use super::fault::{take, Fault};
 use crate::error::{vk_err, Error, Result};
+
+/// `offset + len` if that range lies inside a buffer of `size` bytes, else an
+/// error naming the buffer (checked: an offset near 2^64 must not wrap).
+pub fn checked_range(what: &str, name: &str, size: u64, offset: u64, len: u64) -> Result<u64> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(end),
+        _ => Err(Error::Usage(format!(
+            "{what} of {len} bytes at offset {offset} does not fit buffer '{name}' of {size} bytes"
+        ))),
+    }
+}
 
 pub struct Buffer {
     pub device: Arc<Device>,
@@ -28,11 +40,34 @@ impl Buffer {
         location: MemoryLocation,
         name: &str,
     ) -> Result<Buffer> {
+        device.check_alive()?;
         // Vulkan forbids empty buffers; an empty table is rejected earlier, but a
         // zero-length scratch buffer must not become a driver error.
         let size = size.max(4);
+        let memory = if location == MemoryLocation::GpuOnly { "device" } else { "host-visible" };
+        let out_of_memory =
+            || Error::OutOfMemory { what: format!("allocating buffer '{name}' of {size} bytes"), kind: memory };
+        if take(Fault::OutOfMemory) {
+            return Err(out_of_memory());
+        }
+        // Past the largest allocation the driver promises, vkAllocateMemory
+        // may fail or be refused by the validation layer: say so first.
+        let largest = device.info.max_memory_allocation_size;
+        if largest > 0 && size > largest {
+            return Err(Error::OutOfMemory {
+                what: format!(
+                    "buffer '{name}' of {size} bytes exceeds the largest allocation of device '{}' \
+                     ({largest} bytes)",
+                    device.info.name
+                ),
+                kind: memory,
+            });
+        }
         let info = vk::BufferCreateInfo::default().size(size).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE);
-        let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(vk_err("vkCreateBuffer"))?;
+        let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(|e| match vk_err("vkCreateBuffer")(e) {
+            Error::OutOfMemory { .. } => out_of_memory(),
+            other => other,
+        })?;
         let requirements = unsafe { device.raw.get_buffer_memory_requirements(raw) };
         let allocation = device.lock_allocator().and_then(|mut a| {
             a.allocate(&AllocationCreateDesc {
@@ -43,10 +78,7 @@ impl Buffer {
                 allocation_scheme: AllocationScheme::GpuAllocatorManaged,
             })
             .map_err(|e| match Error::from(e) {
-                Error::OutOfMemory { .. } => Error::Usage(format!(
-                    "out of {} memory allocating buffer '{name}' of {size} bytes",
-                    if location == MemoryLocation::GpuOnly { "device" } else { "host-visible" }
-                )),
+                Error::OutOfMemory { .. } => out_of_memory(),
                 other => other,
             })
         });
@@ -118,10 +150,15 @@ impl Buffer {
             unsafe { self.device.raw.invalidate_mapped_memory_ranges(&range) }
                 .map_err(vk_err("vkInvalidateMappedMemoryRanges"))?;
         }
+        let end = checked_range("read", &self.name, self.size, offset, len)?;
         let mapped = allocation
             .mapped_slice()
             .ok_or_else(|| Error::Device(format!("buffer '{}' is not host-mapped", self.name)))?;
-        Ok(mapped[offset as usize..(offset + len) as usize].to_vec())
+        // The mapping is at least `size` bytes, and `end <= size`.
+        mapped
+            .get(offset as usize..end as usize)
+            .map(|m| m.to_vec())
+            .ok_or_else(|| Error::Device(format!("buffer '{}': mapping shorter than the buffer", self.name)))
     }
 
     pub(super) fn mapped(&mut self) -> Result<&mut [u8]> {
@@ -135,6 +172,12 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if self.device.leaking() {
+            // Lost or hung device: the GPU may still read or write this memory,
+            // so the buffer and its memory are leaked, not freed.
+            std::mem::forget(self.allocation.take());
+            return;
+        }
         if let Some(allocation) = self.allocation.take() {
             if let Ok(mut allocator) = self.device.allocator.lock() {
                 let _ = allocator.free(allocation);

@@ -2,15 +2,20 @@
 //! its fence and a timestamp query pair; it keeps every bind group it records
 //! alive until its fence has signalled, so Lua dropping the last reference to
 //! a buffer while the GPU still reads it cannot free the memory under it.
+//!
+//! Failures: a submit that fails for any reason but a device loss discards
+//! what was recorded and leaves the recorder idle, ready to record again (the
+//! driver retries nothing: the error reaches the caller). A device loss or a
+//! timeout kills the whole context: every later call on it is an error, and
+//! what the GPU may still use is leaked, never freed.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ash::vk;
 
 use super::context::Device;
 use super::pipeline::BindGroup;
-use super::queue::{create_pool_and_buffer, submit, wait_fence, DEFAULT_WAIT_LIMIT};
+use super::queue::{create_pool_and_buffer, submit, wait_fence};
 use crate::error::{vk_err, Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,11 +36,11 @@ pub struct Recorder {
     in_use: Vec<Arc<BindGroup>>,
     dispatches: u32,
     last_gpu_seconds: Option<f64>,
-    pub wait_limit: Duration,
 }
 
 impl Recorder {
     pub fn new(device: &Arc<Device>) -> Result<Recorder> {
+        device.check_alive()?;
         let (pool, cmd) = create_pool_and_buffer(device)?;
         let mut recorder = Recorder {
             device: device.clone(),
@@ -47,7 +52,6 @@ impl Recorder {
             in_use: Vec::new(),
             dispatches: 0,
             last_gpu_seconds: None,
-            wait_limit: DEFAULT_WAIT_LIMIT,
         };
         recorder.fence = unsafe { device.raw.create_fence(&vk::FenceCreateInfo::default(), None) }
             .map_err(vk_err("vkCreateFence"))?;
@@ -60,6 +64,7 @@ impl Recorder {
     }
 
     fn ensure_recording(&mut self) -> Result<()> {
+        self.device.check_alive()?;
         match self.state {
             State::Recording => Ok(()),
             State::Submitted => Err(Error::Usage("recorder is still in flight: call wait() before recording again".into())),
@@ -73,6 +78,23 @@ impl Recorder {
                     unsafe { d.cmd_reset_query_pool(self.cmd, self.queries, 0, 2) };
                     unsafe { d.cmd_write_timestamp(self.cmd, vk::PipelineStageFlags::TOP_OF_PIPE, self.queries, 0) };
                 }
+                // Writes of earlier submissions (another recorder's chunk, an
+                // upload, a fill) before this one's shaders read or write:
+                // a chunk need not end with a barrier of its own.
+                let barrier = [vk::MemoryBarrier::default()
+                    .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+                    .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+                unsafe {
+                    d.cmd_pipeline_barrier(
+                        self.cmd,
+                        vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::DependencyFlags::empty(),
+                        &barrier,
+                        &[],
+                        &[],
+                    )
+                };
                 self.state = State::Recording;
                 self.dispatches = 0;
                 Ok(())
@@ -83,6 +105,7 @@ impl Recorder {
     /// Records one dispatch. `push` must be exactly the shader's push block.
     pub fn dispatch(&mut self, group: &Arc<BindGroup>, push: &[u8], groups: [u32; 3]) -> Result<()> {
         let pipeline = &group.pipeline;
+        self.device.check_same(&pipeline.device, &format!("bind group of shader '{}'", pipeline.name))?;
         let expected = pipeline.reflection.push_constant_size as usize;
         if push.len() != expected {
             return Err(Error::Usage(format!(
@@ -147,9 +170,26 @@ impl Recorder {
     }
 
     pub fn submit(&mut self) -> Result<()> {
+        self.device.check_alive()?;
         if self.state != State::Recording {
-            return Err(Error::Usage("nothing recorded to submit".into()));
+            return Err(Error::Usage(match self.state {
+                State::Submitted => "recorder is already in flight: call wait() before submitting again".into(),
+                _ => "nothing recorded to submit".into(),
+            }));
         }
+        let submitted = self.end_and_submit();
+        if submitted.is_err() && !self.device.leaking() {
+            // Nothing reached the queue (vkQueueSubmit leaves no trace when it
+            // fails for any reason but a device loss): discard the commands,
+            // and the recorder records afresh on its next use.
+            self.state = State::Idle;
+            self.in_use.clear();
+            self.dispatches = 0;
+        }
+        submitted
+    }
+
+    fn end_and_submit(&mut self) -> Result<()> {
         // Makes this submission's shader writes visible to host reads of
         // host-visible buffers once the fence has signalled.
         self.shader_write_barrier(vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ);
@@ -165,33 +205,35 @@ impl Recorder {
     }
 
     pub fn is_done(&self) -> Result<bool> {
+        self.device.check_alive()?;
         if self.state != State::Submitted {
             return Ok(true);
         }
-        unsafe { self.device.raw.get_fence_status(self.fence) }.map_err(vk_err("vkGetFenceStatus"))
+        unsafe { self.device.raw.get_fence_status(self.fence) }
+            .map_err(|e| self.device.note(vk_err("vkGetFenceStatus")(e)))
     }
 
-    /// Waits for the submission; returns its GPU time in seconds (None when
-    /// the queue has no timestamps).
+    /// Waits for the submission, at most the context's timeout; returns its
+    /// GPU time in seconds (None when the queue has no timestamps).
     pub fn wait(&mut self) -> Result<Option<f64>> {
         if self.state != State::Submitted {
+            self.device.check_alive()?;
             return Ok(self.last_gpu_seconds);
         }
-        wait_fence(&self.device, self.fence, self.wait_limit)?;
+        // On a timeout or loss the state stays Submitted and the context is
+        // dead: the bind groups in `in_use` are leaked with it.
+        wait_fence(&self.device, self.fence, "a submission")?;
         self.state = State::Idle;
         self.in_use.clear();
         self.last_gpu_seconds = None;
         if self.queries != vk::QueryPool::null() {
+            // The fence has signalled, so the results are available: no
+            // WAIT flag (an unbounded wait) is needed.
             let mut stamps = [0u64; 2];
             unsafe {
-                self.device.raw.get_query_pool_results(
-                    self.queries,
-                    0,
-                    &mut stamps,
-                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
-                )
+                self.device.raw.get_query_pool_results(self.queries, 0, &mut stamps, vk::QueryResultFlags::TYPE_64)
             }
-            .map_err(vk_err("vkGetQueryPoolResults"))?;
+            .map_err(|e| self.device.note(vk_err("vkGetQueryPoolResults")(e)))?;
             let ticks = stamps[1].wrapping_sub(stamps[0]);
             self.last_gpu_seconds = Some(ticks as f64 * self.device.info.timestamp_period_ns as f64 * 1e-9);
         }
@@ -201,10 +243,17 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        // Only our own fence is waited for: the buffers this submission reads
-        // must stay alive until it has finished.
-        if self.state == State::Submitted {
-            let _ = wait_fence(&self.device, self.fence, self.wait_limit);
+        // Only our own fence is waited for (within the timeout): the buffers
+        // this submission reads must stay alive until it has finished.
+        if self.state == State::Submitted && !self.device.leaking() {
+            let _ = wait_fence(&self.device, self.fence, "a submission");
+        }
+        if self.device.leaking() {
+            // Lost or hung: the command buffer and what it uses may still be
+            // in use by the GPU. Leaked on purpose (the bind groups' own Drop
+            // leaks them too).
+            std::mem::forget(std::mem::take(&mut self.in_use));
+            return;
         }
         self.in_use.clear();
         let d = &self.device.raw;

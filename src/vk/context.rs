@@ -6,7 +6,9 @@
 
 use std::ffi::{c_void, CStr};
 use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ash::vk;
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
@@ -15,6 +17,41 @@ use crate::error::{vk_err, Error, Result};
 use super::float_controls::{self, Denormals, FloatControls};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// How long one fence wait (a submission, a transfer, the queue draining at
+/// teardown) may take before the context is declared hung. A chunk is sized
+/// to well under a second; minutes without completion means the device is
+/// stuck, and the user gets an error instead of a frozen terminal.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The timeout a new context gets: `DIVGPU_TIMEOUT_S` (seconds, > 0) when set,
+/// else `DEFAULT_TIMEOUT`. A value that is not a positive number is an error.
+pub fn timeout_from_env() -> Result<Duration> {
+    match std::env::var("DIVGPU_TIMEOUT_S") {
+        Err(_) => Ok(DEFAULT_TIMEOUT),
+        Ok(v) => timeout_from_seconds(v.trim().parse::<f64>().ok(), &format!("DIVGPU_TIMEOUT_S='{v}'")),
+    }
+}
+
+/// `seconds` as a timeout; `what` names where the value came from.
+pub fn timeout_from_seconds(seconds: Option<f64>, what: &str) -> Result<Duration> {
+    match seconds {
+        Some(s) if s > 0.0 && s.is_finite() && s <= 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(Error::Usage(format!("{what}: the timeout must be a number of seconds > 0"))),
+    }
+}
+
+/// Every validation message of every context that echoes them (all but a
+/// test's deliberate misuse), so a test run can fail on any of them, even
+/// from a context it never saw.
+static ALL_MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+pub fn all_validation_messages() -> Vec<String> {
+    ALL_MESSAGES.lock().map(|l| l.clone()).unwrap_or_default()
+}
+
+/// Context ids, so objects of two contexts are told apart in messages.
+static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// What a physical device is and can do; shown by `divgpu info` and used to
 /// size batches, workgroups and shared memory.
@@ -120,11 +157,34 @@ unsafe extern "system" fn debug_callback(
     let line = format!("vulkan validation [{severity:?}]: {text}");
     if messages.echo {
         eprintln!("{line}");
+        if let Ok(mut all) = ALL_MESSAGES.lock() {
+            all.push(line.clone());
+        }
     }
     if let Ok(mut list) = messages.list.lock() {
         list.push(line);
     }
     vk::FALSE
+}
+
+/// Synchronization validation across submissions (a chunk's writes read by
+/// the next chunk, an upload read by a dispatch) is a separate check of the
+/// layer with no `VkValidationFeatureEnableEXT` value in 1.3.239: only the
+/// layer's settings turn it on, read from `VK_LAYER_ENABLES` when the instance
+/// is created. It is set once, before the first validated instance, unless
+/// the user set the variable (then theirs applies).
+fn enable_queue_submit_sync_validation() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("VK_LAYER_ENABLES").is_none() {
+            // ':' separates the layer's list entries on Linux.
+            std::env::set_var(
+                "VK_LAYER_ENABLES",
+                "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT:\
+                 VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT",
+            );
+        }
+    });
 }
 
 /// A Vulkan instance with its debug messenger, used both to list devices and
@@ -169,11 +229,33 @@ impl Instance {
             }
             layers.push(VALIDATION_LAYER.as_ptr());
             extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+            // Synchronization validation (hazards between commands and
+            // submissions) is off by default in the layer; the layer of
+            // Debian 12 (1.3.239) predates VK_EXT_layer_settings, so it is
+            // asked for through VK_EXT_validation_features.
+            let layer_extensions = unsafe { entry.enumerate_instance_extension_properties(Some(VALIDATION_LAYER)) }
+                .map_err(vk_err("vkEnumerateInstanceExtensionProperties"))?;
+            let has_features = layer_extensions.iter().any(|e| {
+                e.extension_name_as_c_str().map(|n| n == ash::ext::validation_features::NAME).unwrap_or(false)
+            });
+            if !has_features {
+                return Err(Error::Device(
+                    "the validation layer lacks VK_EXT_validation_features, needed for synchronization validation"
+                        .into(),
+                ));
+            }
+            extensions.push(ash::ext::validation_features::NAME.as_ptr());
+            enable_queue_submit_sync_validation();
         }
-        let create_info = vk::InstanceCreateInfo::default()
+        let enables = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&enables);
+        let mut create_info = vk::InstanceCreateInfo::default()
             .application_info(&app)
             .enabled_layer_names(&layers)
             .enabled_extension_names(&extensions);
+        if validation {
+            create_info = create_info.push_next(&mut features);
+        }
         let raw = unsafe { entry.create_instance(&create_info, None) }.map_err(vk_err("vkCreateInstance"))?;
         let messages = Arc::new(Messages { list: Mutex::new(Vec::new()), echo });
         let mut instance = Instance { entry, raw, debug: None, messages };
@@ -314,8 +396,27 @@ fn pick_compute_family(families: &[vk::QueueFamilyProperties]) -> Option<u32> {
         .map(|i| i as u32)
 }
 
+/// What a context has been through: once its device is lost or a wait timed
+/// out, the GPU may still be using anything the context owns, so every
+/// object of the context is leaked instead of freed, and every later call
+/// that would reach the GPU is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    Alive = 0,
+    Lost = 1,
+    TimedOut = 2,
+    /// A fence wait failed otherwise (out of memory...): the state of the
+    /// work is unknown, so the context is treated as lost.
+    WaitFailed = 3,
+}
+
 /// The logical device and everything that lives as long as it.
 pub struct Device {
+    /// Unique in the process: objects of two contexts cannot be mixed.
+    pub id: u64,
+    /// The limit of every fence wait of this context.
+    pub timeout: Duration,
+    health: AtomicU8,
     pub raw: ash::Device,
     pub physical: vk::PhysicalDevice,
     pub queue: Mutex<vk::Queue>,
@@ -327,9 +428,15 @@ pub struct Device {
 }
 
 impl Device {
-    /// `force_flush`: make the shaders flush f32 denormals (tests imitate a
-    /// device like the H200 with it); an error where the device cannot.
-    pub fn open(selector: &DeviceSelector, validation: bool, echo: bool, force_flush: bool) -> Result<Arc<Device>> {
+    /// `timeout` bounds every fence wait; `force_flush` makes the shaders
+    /// flush f32 denormals (tests imitate a device like the H200 with it).
+    pub fn open(
+        selector: &DeviceSelector,
+        validation: bool,
+        echo: bool,
+        timeout: Duration,
+        force_flush: bool,
+    ) -> Result<Arc<Device>> {
         let instance = Instance::with_echo(validation, echo)?;
         let physicals = instance.physical_devices()?;
         if physicals.is_empty() {
@@ -411,6 +518,9 @@ impl Device {
             }
         };
         Ok(Arc::new(Device {
+            id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
+            timeout,
+            health: AtomicU8::new(Health::Alive as u8),
             raw,
             physical,
             queue: Mutex::new(queue),
@@ -426,6 +536,73 @@ impl Device {
         self.instance.messages.list.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// "context #3 (llvmpipe ...)", for messages about objects of two contexts.
+    pub fn label(&self) -> String {
+        format!("context #{} ({})", self.id, self.info.name)
+    }
+
+    /// An error unless `other` is this context: a buffer, pipeline or bind
+    /// group of one context used with another would be undefined behaviour.
+    pub fn check_same(&self, other: &Device, what: &str) -> Result<()> {
+        if self.id == other.id {
+            return Ok(());
+        }
+        Err(Error::Usage(format!(
+            "{what} belongs to {}, not to {}: objects of two contexts cannot be mixed",
+            other.label(),
+            self.label()
+        )))
+    }
+
+    pub fn health(&self) -> Health {
+        match self.health.load(Ordering::Acquire) {
+            0 => Health::Alive,
+            1 => Health::Lost,
+            2 => Health::TimedOut,
+            _ => Health::WaitFailed,
+        }
+    }
+
+    /// True once the context is dead: its objects are leaked, not freed.
+    pub fn leaking(&self) -> bool {
+        self.health() != Health::Alive
+    }
+
+    /// Marks the context dead if `e` is a device loss or a timeout, and
+    /// returns `e`; used where such errors surface (submit, waits).
+    pub fn note(&self, e: Error) -> Error {
+        let state = match e {
+            Error::DeviceLost { .. } => Health::Lost,
+            Error::Timeout { .. } => Health::TimedOut,
+            _ => return e,
+        };
+        let _ = self.health.compare_exchange(Health::Alive as u8, state as u8, Ordering::AcqRel, Ordering::Acquire);
+        e
+    }
+
+    /// Marks the context dead after a fence wait failed in another way than
+    /// a loss or a timeout (the work's state is unknown); returns `e`.
+    pub fn note_wait_failure(&self, e: Error) -> Error {
+        let e = self.note(e);
+        let _ = self.health.compare_exchange(
+            Health::Alive as u8,
+            Health::WaitFailed as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        e
+    }
+
+    /// An error if the context is dead (before anything that reaches the GPU).
+    pub fn check_alive(&self) -> Result<()> {
+        match self.health() {
+            Health::Alive => Ok(()),
+            Health::Lost => Err(Error::Dead("GPU device loss")),
+            Health::TimedOut => Err(Error::Dead("GPU timeout")),
+            Health::WaitFailed => Err(Error::Dead("failed wait for the GPU")),
+        }
+    }
+
     pub fn lock_allocator(&self) -> Result<std::sync::MutexGuard<'_, Allocator>> {
         self.allocator.lock().map_err(|_| Error::Device("allocator lock poisoned by an earlier panic".into()))
     }
@@ -433,13 +610,20 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
-        // Teardown order: wait idle, allocator, device, then the instance
-        // (with its debug messenger).
-        unsafe {
-            let _ = self.raw.device_wait_idle();
-            ManuallyDrop::drop(&mut self.allocator);
-            self.raw.destroy_device(None);
-            ManuallyDrop::drop(&mut self.instance);
+        // Every object of the context holds an Arc of it, so nothing of ours
+        // is in flight here; the queue is drained anyway, within the timeout
+        // (vkDeviceWaitIdle has no timeout), before anything is destroyed.
+        let drained = !self.leaking() && super::queue::drain(self).is_ok();
+        if !drained {
+            // Lost or hung: the GPU may still use this memory. The allocator,
+            // device and instance are leaked on purpose (ManuallyDrop fields
+            // are simply not dropped); a new context starts from scratch.
+            return;
         }
+        // Teardown order: allocator, device, then the instance (with its
+        // debug messenger).
+        unsafe { ManuallyDrop::drop(&mut self.allocator) };
+        unsafe { self.raw.destroy_device(None) };
+        unsafe { ManuallyDrop::drop(&mut self.instance) };
     }
 }

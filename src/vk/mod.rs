@@ -2,6 +2,7 @@
 pub mod buffer;
 pub mod commands;
 pub mod context;
+pub mod fault;
 pub mod float_controls;
 pub mod pipeline;
 pub mod queue;

@@ -25,6 +25,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// `specialization`: (constant_id, u32 value) pairs.
     pub fn new(device: &Arc<Device>, name: &str, spirv: &[u32], specialization: &[(u32, u32)]) -> Result<Arc<Pipeline>> {
+        device.check_alive()?;
         let reflection = reflect(spirv).map_err(|e| Error::Shader(format!("shader '{name}': {e}")))?;
         let limit = device.info.max_push_constants_size;
         if reflection.push_constant_size > limit {
@@ -112,6 +113,9 @@ impl Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
+        if self.device.leaking() {
+            return; // lost or hung device: the GPU may still run it (leaked)
+        }
         let d = &self.device.raw;
         unsafe { d.destroy_pipeline(self.raw, None) };
         unsafe { d.destroy_pipeline_layout(self.layout, None) };
@@ -134,6 +138,10 @@ pub struct BindGroup {
 impl BindGroup {
     pub fn new(pipeline: &Arc<Pipeline>, buffers: Vec<Arc<Buffer>>, referenced: Vec<Arc<Buffer>>) -> Result<Arc<BindGroup>> {
         let device = &pipeline.device;
+        device.check_alive()?;
+        for (buf, what) in buffers.iter().map(|b| (b, "buffer")).chain(referenced.iter().map(|b| (b, "referenced buffer"))) {
+            device.check_same(&buf.device, &format!("{what} '{}' bound to shader '{}'", buf.name, pipeline.name))?;
+        }
         let wanted = &pipeline.reflection.bindings;
         if buffers.len() != wanted.len() {
             return Err(Error::Usage(format!(
@@ -189,6 +197,9 @@ impl BindGroup {
 
 impl Drop for BindGroup {
     fn drop(&mut self) {
+        if self.pipeline.device.leaking() {
+            return; // lost or hung device: the GPU may still read the set (leaked)
+        }
         unsafe { self.pipeline.device.raw.destroy_descriptor_pool(self.pool, None) };
     }
 }

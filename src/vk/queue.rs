@@ -1,37 +1,34 @@
 //! The queue: command pools, submission and bounded fence waits, shared by
-//! the recorder (`commands`) and one-shot transfers (`transfer`).
-
-use std::time::{Duration, Instant};
+//! the recorder (`commands`) and one-shot transfers (`transfer`). Every wait
+//! is bounded by the context's timeout; a device loss or a timeout marks the
+//! context dead (`Device::note`), after which its objects are leaked.
 
 use ash::vk;
 
 use super::context::Device;
+use super::fault::{take, Fault};
 use crate::error::{vk_err, Error, Result};
 
-/// How long a single wait may take before the run is declared hung. A chunk is
-/// sized to well under a second; minutes without completion means the device
-/// is stuck, and the user gets an error instead of a frozen terminal.
-pub const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(600);
-
-pub fn wait_fence(device: &Device, fence: vk::Fence, limit: Duration) -> Result<()> {
-    let start = Instant::now();
-    loop {
-        let r = unsafe { device.raw.wait_for_fences(&[fence], true, 1_000_000_000) };
-        match r {
-            Ok(()) => return Ok(()),
-            Err(vk::Result::TIMEOUT) if start.elapsed() < limit => continue,
-            Err(vk::Result::TIMEOUT) => {
-                return Err(Error::Device(format!(
-                    "the GPU did not finish a submission within {} s (device hung?)",
-                    limit.as_secs()
-                )))
-            }
-            Err(e) => return Err(vk_err("vkWaitForFences")(e)),
-        }
+/// Waits for `fence` at most the context's timeout. `what` names the work
+/// in the timeout's message.
+pub fn wait_fence(device: &Device, fence: vk::Fence, what: &'static str) -> Result<()> {
+    device.check_alive()?;
+    if take(Fault::Timeout) {
+        return Err(device.note(Error::Timeout { what, seconds: device.timeout.as_secs_f64() }));
+    }
+    if take(Fault::DeviceLostAtWait) {
+        return Err(device.note(vk_err("vkWaitForFences")(vk::Result::ERROR_DEVICE_LOST)));
+    }
+    let ns = u64::try_from(device.timeout.as_nanos()).unwrap_or(u64::MAX);
+    match unsafe { device.raw.wait_for_fences(&[fence], true, ns) } {
+        Ok(()) => Ok(()),
+        Err(vk::Result::TIMEOUT) => Err(device.note(Error::Timeout { what, seconds: device.timeout.as_secs_f64() })),
+        Err(e) => Err(device.note_wait_failure(vk_err("vkWaitForFences")(e))),
     }
 }
 
-/// A command pool and fence destroyed together, for one-shot work.
+/// A command pool and fence destroyed together, for one-shot work. After a
+/// device loss or timeout they are leaked: the GPU may still use them.
 pub struct CommandObjects<'a> {
     pub device: &'a Device,
     pub pool: vk::CommandPool,
@@ -40,6 +37,9 @@ pub struct CommandObjects<'a> {
 
 impl Drop for CommandObjects<'_> {
     fn drop(&mut self) {
+        if self.device.leaking() {
+            return;
+        }
         unsafe { self.device.raw.destroy_fence(self.fence, None) };
         unsafe { self.device.raw.destroy_command_pool(self.pool, None) };
     }
@@ -62,9 +62,30 @@ pub fn create_pool_and_buffer(device: &Device) -> Result<(vk::CommandPool, vk::C
 }
 
 pub fn submit(device: &Device, cmd: vk::CommandBuffer, fence: vk::Fence) -> Result<()> {
+    device.check_alive()?;
+    if take(Fault::DeviceLostAtSubmit) {
+        return Err(device.note(vk_err("vkQueueSubmit")(vk::Result::ERROR_DEVICE_LOST)));
+    }
     let cmds = [cmd];
     let submit = [vk::SubmitInfo::default().command_buffers(&cmds)];
     let queue = device.queue.lock().map_err(|_| Error::Device("queue lock poisoned".into()))?;
-    unsafe { device.raw.queue_submit(*queue, &submit, fence) }.map_err(vk_err("vkQueueSubmit"))
+    unsafe { device.raw.queue_submit(*queue, &submit, fence) }.map_err(|e| device.note(vk_err("vkQueueSubmit")(e)))
 }
 
+/// Waits until everything submitted to the queue has finished, within the
+/// timeout: an empty submission's fence signals after all earlier work
+/// (vkQueueWaitIdle and vkDeviceWaitIdle have no timeout).
+pub fn drain(device: &Device) -> Result<()> {
+    let fence = unsafe { device.raw.create_fence(&vk::FenceCreateInfo::default(), None) }
+        .map_err(vk_err("vkCreateFence"))?;
+    let submitted = {
+        let queue = device.queue.lock().map_err(|_| Error::Device("queue lock poisoned".into()))?;
+        unsafe { device.raw.queue_submit(*queue, &[], fence) }.map_err(vk_err("vkQueueSubmit"))
+    };
+    let result = submitted.and_then(|()| wait_fence(device, fence, "the queue's last work"));
+    // After a timeout or loss the fence may still be signalled later: leaked.
+    if !device.leaking() {
+        unsafe { device.raw.destroy_fence(fence, None) };
+    }
+    result
+}

@@ -1,19 +1,23 @@
 //! Transfers between the host and device buffers (upload, download, fill),
 //! each a one-shot submission with the barriers that order it against the
-//! compute work before and after it.
+//! compute work and transfers before and after it.
 
 use std::sync::Arc;
 
 use ash::vk;
 use gpu_allocator::MemoryLocation;
 
-use super::buffer::Buffer;
+use super::buffer::{checked_range, Buffer};
 use super::context::Device;
-use super::queue::{create_pool_and_buffer, submit, wait_fence, CommandObjects, DEFAULT_WAIT_LIMIT};
-use crate::error::{vk_err, Error, Result};
+use super::queue::{create_pool_and_buffer, submit, wait_fence, CommandObjects};
+use crate::error::{vk_err, Result};
 
-/// Records with `record`, submits and waits: for uploads and downloads.
+/// Records with `record`, submits and waits (within the context's timeout):
+/// for uploads and downloads. After a timeout or a device loss the command
+/// pool and fence are leaked (`CommandObjects`), and so are the caller's
+/// buffers (`Buffer`'s Drop), since the copy may still be running.
 pub fn one_shot(device: &Arc<Device>, record: impl FnOnce(vk::CommandBuffer)) -> Result<()> {
+    device.check_alive()?;
     let (pool, cmd) = create_pool_and_buffer(device)?;
     let fence = match unsafe { device.raw.create_fence(&vk::FenceCreateInfo::default(), None) } {
         Ok(f) => f,
@@ -28,34 +32,45 @@ pub fn one_shot(device: &Arc<Device>, record: impl FnOnce(vk::CommandBuffer)) ->
     record(cmd);
     unsafe { device.raw.end_command_buffer(cmd) }.map_err(vk_err("vkEndCommandBuffer"))?;
     submit(device, cmd, objects.fence)?;
-    wait_fence(device, objects.fence, DEFAULT_WAIT_LIMIT)
+    wait_fence(device, objects.fence, "a transfer")
 }
 
+type Scope = (vk::PipelineStageFlags, vk::AccessFlags);
 
-/// A memory barrier between two stages of one command buffer.
-fn barrier(device: &Device, cmd: vk::CommandBuffer, src: (vk::PipelineStageFlags, vk::AccessFlags),
-           dst: (vk::PipelineStageFlags, vk::AccessFlags)) {
+/// A global memory barrier between two scopes of one command buffer.
+fn barrier(device: &Device, cmd: vk::CommandBuffer, src: Scope, dst: Scope) {
     let barrier = [vk::MemoryBarrier::default().src_access_mask(src.1).dst_access_mask(dst.1)];
     unsafe { device.raw.cmd_pipeline_barrier(cmd, src.0, dst.0, vk::DependencyFlags::empty(), &barrier, &[], &[]) };
 }
 
-const SHADER: (vk::PipelineStageFlags, vk::AccessFlags) =
-    (vk::PipelineStageFlags::COMPUTE_SHADER, vk::AccessFlags::from_raw(vk::AccessFlags::SHADER_READ.as_raw() | vk::AccessFlags::SHADER_WRITE.as_raw()));
-const TRANSFER_READ: (vk::PipelineStageFlags, vk::AccessFlags) = (vk::PipelineStageFlags::TRANSFER, vk::AccessFlags::TRANSFER_READ);
-const TRANSFER_WRITE: (vk::PipelineStageFlags, vk::AccessFlags) = (vk::PipelineStageFlags::TRANSFER, vk::AccessFlags::TRANSFER_WRITE);
-const HOST_READ: (vk::PipelineStageFlags, vk::AccessFlags) = (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ);
+const fn or_stage(a: vk::PipelineStageFlags, b: vk::PipelineStageFlags) -> vk::PipelineStageFlags {
+    vk::PipelineStageFlags::from_raw(a.as_raw() | b.as_raw())
+}
+const fn or_access(a: vk::AccessFlags, b: vk::AccessFlags) -> vk::AccessFlags {
+    vk::AccessFlags::from_raw(a.as_raw() | b.as_raw())
+}
+
+const GPU_STAGES: vk::PipelineStageFlags =
+    or_stage(vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::TRANSFER);
+/// Every earlier GPU write to a buffer: a shader's or a transfer's. (Earlier
+/// reads need only the execution dependency on their stages.)
+const EARLIER_WRITES: Scope = (GPU_STAGES, or_access(vk::AccessFlags::SHADER_WRITE, vk::AccessFlags::TRANSFER_WRITE));
+/// Every later GPU access: shaders and transfers, reads and writes.
+const LATER_ACCESS: Scope = (
+    GPU_STAGES,
+    or_access(
+        or_access(vk::AccessFlags::SHADER_READ, vk::AccessFlags::SHADER_WRITE),
+        or_access(vk::AccessFlags::TRANSFER_READ, vk::AccessFlags::TRANSFER_WRITE),
+    ),
+);
+const TRANSFER_READ: Scope = (vk::PipelineStageFlags::TRANSFER, vk::AccessFlags::TRANSFER_READ);
+const TRANSFER_WRITE: Scope = (vk::PipelineStageFlags::TRANSFER, vk::AccessFlags::TRANSFER_WRITE);
+const HOST_READ: Scope = (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ);
 
 impl Buffer {
     /// Copies `bytes` into this buffer at `offset` (through a staging buffer).
     pub fn upload(self: &Arc<Self>, offset: u64, bytes: &[u8]) -> Result<()> {
-        if offset + bytes.len() as u64 > self.size {
-            return Err(Error::Usage(format!(
-                "upload of {} bytes at offset {offset} overflows buffer '{}' of {} bytes",
-                bytes.len(),
-                self.name,
-                self.size
-            )));
-        }
+        checked_range("upload", &self.name, self.size, offset, bytes.len() as u64)?;
         if bytes.is_empty() {
             return Ok(());
         }
@@ -66,32 +81,29 @@ impl Buffer {
             MemoryLocation::CpuToGpu,
             "staging upload",
         )?;
+        // Host writes to the mapping need no barrier: vkQueueSubmit makes
+        // them visible to the commands it submits.
         staging.mapped()?[..bytes.len()].copy_from_slice(bytes);
         let region = [vk::BufferCopy { src_offset: 0, dst_offset: offset, size: bytes.len() as u64 }];
         one_shot(&self.device, |cmd| {
-            // Earlier shader access to the destination before the copy writes it.
-            barrier(&self.device, cmd, SHADER, TRANSFER_WRITE);
+            // Earlier shader or transfer access to the destination before the copy writes it.
+            barrier(&self.device, cmd, EARLIER_WRITES, TRANSFER_WRITE);
             unsafe { self.device.raw.cmd_copy_buffer(cmd, staging.raw, self.raw, &region) };
-            // The copy's writes before later shaders read them.
-            barrier(&self.device, cmd, TRANSFER_WRITE, SHADER);
+            // The copy's writes before later shaders (and transfers) use them.
+            barrier(&self.device, cmd, TRANSFER_WRITE, LATER_ACCESS);
         })
     }
 
     /// Reads `len` bytes from `offset` back to the host.
     pub fn download(self: &Arc<Self>, offset: u64, len: u64) -> Result<Vec<u8>> {
-        if offset + len > self.size {
-            return Err(Error::Usage(format!(
-                "download of {len} bytes at offset {offset} overflows buffer '{}' of {} bytes",
-                self.name, self.size
-            )));
-        }
+        checked_range("download", &self.name, self.size, offset, len)?;
         if len == 0 {
             return Ok(Vec::new());
         }
         if self.host_visible {
             return self.read_mapped(offset, len);
         }
-        let mut staging = Self::create(
+        let staging = Self::create(
             &self.device,
             len,
             vk::BufferUsageFlags::TRANSFER_DST,
@@ -100,24 +112,24 @@ impl Buffer {
         )?;
         let region = [vk::BufferCopy { src_offset: offset, dst_offset: 0, size: len }];
         one_shot(&self.device, |cmd| {
-            // Shader writes to the source before the copy reads it.
-            barrier(&self.device, cmd, SHADER, TRANSFER_READ);
+            // Shader (or transfer) writes to the source before the copy reads it.
+            barrier(&self.device, cmd, EARLIER_WRITES, TRANSFER_READ);
             unsafe { self.device.raw.cmd_copy_buffer(cmd, self.raw, staging.raw, &region) };
             // The copy's writes to the staging buffer before the host reads it.
             barrier(&self.device, cmd, TRANSFER_WRITE, HOST_READ);
         })?;
-        Ok(staging.mapped()?[..len as usize].to_vec())
+        // read_mapped invalidates the range first if the memory is not coherent.
+        staging.read_mapped(0, len)
     }
 
     /// Sets every 32-bit word of the buffer to `word`.
     pub fn fill(self: &Arc<Self>, word: u32) -> Result<()> {
         one_shot(&self.device, |cmd| {
-            // Earlier shader access before the fill writes the buffer.
-            barrier(&self.device, cmd, SHADER, TRANSFER_WRITE);
+            // Earlier shader or transfer access before the fill writes the buffer.
+            barrier(&self.device, cmd, EARLIER_WRITES, TRANSFER_WRITE);
             unsafe { self.device.raw.cmd_fill_buffer(cmd, self.raw, 0, vk::WHOLE_SIZE, word) };
-            // The fill's writes before later shaders read them.
-            barrier(&self.device, cmd, TRANSFER_WRITE, SHADER);
+            // The fill's writes before later shaders (and transfers) use them.
+            barrier(&self.device, cmd, TRANSFER_WRITE, LATER_ACCESS);
         })
     }
 }
-

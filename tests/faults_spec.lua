@@ -1,0 +1,162 @@
+-- Faults of a broken device, injected through the fault-injection build of
+-- the module (build/fault/divgpu.so: `cargo build --features
+-- fault-injection`; `make test` builds it and runs this spec with it:
+-- luajit tests/run_busted.lua --run=faults). Each fault gives its own
+-- one-line error; after a device loss or a timeout the context is dead
+-- (every later call says so, and what the GPU may still use is leaked, not
+-- freed); the process then opens a new context and runs a job correctly.
+-- Each injected fault has a twin: the same step without the fault succeeds.
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local driver = require "divgpu.driver"
+
+local DEVICE = os.getenv("DIVGPU_DEVICE")
+
+local function first_line(err) return (tostring(err):match("^[^\n]*")) end
+
+--- A small direct job on ctx, checked against the CPU mirror.
+local function small_job(ctx)
+    local e = divgpu.synth{ n = 70, dim = 5, seed = 11 }
+    local starts = divgpu.array("u32", { 0, 3, 69 })
+    local gpu = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = 20, method = "direct" }
+    local cpu = divgpu.mirror(e, starts, 20)
+    assert.is_nil(divgpu.first_difference(gpu, cpu, 20))
+end
+
+--- A batch of a small job on a new context, one chunk recorded.
+local function recorded_batch()
+    local ctx = vk.open{ device = DEVICE }
+    local e = divgpu.synth{ n = 64, dim = 4, seed = 5 }
+    local batch = vk.job(ctx, e):batch(divgpu.array("u32", { 0, 1 }), 8)
+    batch:record(1, 4)
+    return ctx, batch
+end
+
+--- Asserts that ctx refuses work after `what` (its message says which).
+local function assert_dead(ctx, what)
+    for _, call in ipairs{
+        function() return ctx:recorder() end,
+        function() return ctx:buffer(16, "after") end,
+        function() return ctx:upload(divgpu.array("u32", { 1 })) end,
+    } do
+        local ok, err = pcall(call)
+        assert.is_false(ok)
+        assert.are.equal("this context is dead after an earlier " .. what .. "; open a new context to continue",
+                         first_line(err))
+    end
+end
+
+describe("injected faults", function()
+    after_each(function() if divgpu.inject_fault then divgpu.inject_fault("none") end end)
+
+    it("are compiled into the module under test", function()
+        assert.is_function(divgpu.inject_fault,
+            "this spec needs the fault-injection build: luajit tests/run_busted.lua --run=faults")
+        local ok, err = pcall(divgpu.inject_fault, "meteor")
+        assert.is_false(ok)
+        assert.matches("unknown fault 'meteor'", first_line(err), 1, true)
+    end)
+
+    it("device lost while waiting: its message, a dead context, then a new context works", function()
+        -- Twin: the same chunk without the fault.
+        local _, fine = recorded_batch()
+        fine:submit()
+        fine:wait()
+        local ctx, batch = recorded_batch()
+        batch:submit()
+        divgpu.inject_fault("device-lost")
+        local ok, err = pcall(batch.wait, batch)
+        assert.is_false(ok)
+        assert.are.equal("GPU device lost in vkWaitForFences (driver reset or crash): this context is dead and "
+            .. "its results are unusable; open a new context to continue", first_line(err))
+        assert_dead(ctx, "GPU device loss")
+        -- The recorder is clearly dead too, and collecting it frees nothing.
+        ok, err = pcall(batch.wait, batch)
+        assert.is_false(ok)
+        assert.matches("dead after an earlier GPU device loss", first_line(err), 1, true)
+        batch, ctx = nil, nil
+        collectgarbage()
+        collectgarbage()
+        small_job(vk.open{ device = DEVICE })
+    end)
+
+    it("device lost at submit: the recorder is dead, not half-submitted", function()
+        local ctx, batch = recorded_batch()
+        divgpu.inject_fault("device-lost-at-submit")
+        local ok, err = pcall(batch.submit, batch)
+        assert.is_false(ok)
+        assert.matches("^GPU device lost in vkQueueSubmit", first_line(err))
+        ok, err = pcall(batch.record, batch, 5, 1)
+        assert.is_false(ok)
+        assert.matches("dead after an earlier GPU device loss", first_line(err), 1, true)
+        assert_dead(ctx, "GPU device loss")
+        small_job(vk.open{ device = DEVICE })
+    end)
+
+    it("a timeout: its message, a dead context, then a new context works", function()
+        local ctx, batch = recorded_batch()
+        batch:submit()
+        divgpu.inject_fault("timeout")
+        local ok, err = pcall(batch.wait, batch)
+        assert.is_false(ok)
+        assert.are.equal(string.format("GPU timeout: a submission did not finish within %g s (the limit is the "
+            .. "context's timeout, DIVGPU_TIMEOUT_S or divgpu.open{timeout=}); this context is dead, open a new one "
+            .. "to continue", ctx.timeout), first_line(err))
+        assert_dead(ctx, "GPU timeout")
+        small_job(vk.open{ device = DEVICE })
+    end)
+
+    it("out of device memory: its message, and the same context carries on", function()
+        local ctx = vk.open{ device = DEVICE }
+        divgpu.inject_fault("out-of-memory")
+        local ok, err = pcall(ctx.buffer, ctx, 1024, "scratch")
+        assert.is_false(ok)
+        assert.are.equal("out of device memory: allocating buffer 'scratch' of 1024 bytes", first_line(err))
+        -- In the middle of a job (the batch's first upload): the job fails, the context lives.
+        divgpu.inject_fault("out-of-memory")
+        ok, err = pcall(small_job, ctx)
+        assert.is_false(ok)
+        assert.matches("^out of device memory: allocating buffer", first_line(err))
+        small_job(ctx)
+        small_job(vk.open{ device = DEVICE })
+    end)
+end)
+
+-- Not injected: a real fence wait that runs out of time.
+describe("a real timeout", function()
+    it("a submission longer than the context's timeout is a timeout error, and the process carries on", function()
+        -- A loop of dependent xorshifts: no compiler folds it, and it stays
+        -- under lavapipe's 65,535-iteration loop cap.
+        local spirv = divgpu.compile([[
+            #version 450
+            layout(local_size_x = 64) in;
+            layout(push_constant) uniform Push { uint n; } pc;
+            layout(std430, binding = 0) buffer B { uint x[]; };
+            void main() {
+                uint s = gl_GlobalInvocationID.x + 1u;
+                for (uint i = 0u; i < pc.n; ++i) { s ^= s << 13; s ^= s >> 17; s ^= s << 5; }
+                x[gl_GlobalInvocationID.x] = s;
+            }
+        ]], { name = "spin" })
+        local function long_submission(timeout)
+            local ctx = divgpu.open{ device = DEVICE, timeout = timeout }
+            local group = ctx:bind(ctx:pipeline{ spirv = spirv }, { ctx:buffer(256, "spin") })
+            local rec = ctx:recorder()
+            -- About 10 ms per dispatch on lavapipe, 1 ms on an H200.
+            for _ = 1, 20 do
+                rec:dispatch(group, { 60000 }, 1)
+                rec:barrier()
+            end
+            rec:submit()
+            return ctx, pcall(rec.wait, rec)
+        end
+        -- Twin: the same submission within a generous limit finishes.
+        local _, ok = long_submission(600)
+        assert.is_true(ok)
+        local ctx, ok2, err = long_submission(0.001)
+        assert.is_false(ok2)
+        assert.matches("^GPU timeout: a submission did not finish within 0.001 s", first_line(err))
+        assert_dead(ctx, "GPU timeout")
+        small_job(vk.open{ device = DEVICE })
+    end)
+end)
