@@ -434,6 +434,19 @@ describe("chunk_controller", function()
             assert.is_true(seen > 0, "the check above cannot fail: vacuous")
         end)
 
+        it("at the driver's default target a tenfold rise at any step leaves at most one submission over a second", function()
+            local target = require("divgpu.driver").DEFAULT_TARGET_SECONDS
+            local worst = 0
+            for _, r in ipairs(sweep(10, { target_seconds = target })) do
+                assert(r.over <= 1, ("rise at step %d: %d submissions over a second"):format(r.at, r.over))
+                worst = math.max(worst, r.over)
+            end
+            -- Twin: at 0.25 s the two chunks planned before the rise both go over.
+            local two = 0
+            for _, r in ipairs(sweep(10)) do if r.over >= 2 then two = two + 1 end end
+            assert.is_true(two > 0, "the check above cannot fail: vacuous")
+        end)
+
         it("twin: without the guard (caution = 1) a tenfold rise gives two more submissions over a second", function()
             local failing = 0
             for _, r in ipairs(sweep(10, { caution = 1 })) do

@@ -3,7 +3,7 @@
 --
 --   local driver = require "divgpu.driver"
 --   local result, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = L,
---                                    batch = nil, target_seconds = 0.25, on_progress = fn }
+--                                    batch = nil, target_seconds = 0.09, on_progress = fn }
 --
 -- `result` is a u32 array [#starts][length], or nil when the batches are
 -- streamed to opts.on_batch (or the run was stopped). Misuse raises
@@ -20,6 +20,14 @@ local clock = os.clock
 local error, type, tostring = error, type, tostring
 
 local _M = {}
+
+-- The GPU time a submission aims at. With two in flight, each chunk is
+-- planned before the one ahead of it has reported; a tenfold rise in the cost
+-- per step then meets two chunks sized at the old rate, and 0.09 s keeps both
+-- under a second (tests/chunk_controller_spec.lua). Measured on lavapipe:
+-- 4-8% slower than 0.25 s (more submissions); on a GPU the extra submissions
+-- cost microseconds.
+_M.DEFAULT_TARGET_SECONDS = 0.09
 
 -- Steps kept on the GPU between read-backs; also the largest chunk.
 local DEFAULT_RING = 512
@@ -68,7 +76,10 @@ end
 ---   batch          sequences per batch (default: from the device's limits)
 ---   in_flight      submissions kept in flight (default 2): the CPU records
 ---                  chunk n+1 while the GPU runs chunk n
----   target_seconds GPU time each submission aims at (default 0.25)
+---   target_seconds GPU time each submission aims at (default
+---                  DEFAULT_TARGET_SECONDS: 0.09 s, so that a tenfold rise in
+---                  the cost per step keeps even the chunks already planned,
+---                  the running one and the one queued behind it, under a second)
 ---   on_progress    function(progress) called after every chunk: batch, batches,
 ---                  step, length, done, total (batch-steps of this run), elapsed,
 ---                  chunk, sequences (finished in this run), sequences_total
@@ -151,7 +162,7 @@ function _M.run(opts)
         end
         local batch = job:batch(ids, ring, in_flight)
         local controller = ChunkController.new{
-            target_seconds = opts.target_seconds or 0.25,
+            target_seconds = opts.target_seconds or _M.DEFAULT_TARGET_SECONDS,
             max_iterations = chunk_cap,
         }
         -- A queue of submitted chunks, oldest first.
