@@ -73,7 +73,7 @@ $divgpu synth --n 1000 --dim 8 --seed 5 --out "$tmp/e1000.json" >/dev/null
 expect_ok "auto with a small memory budget" $divgpu run --embeddings "$tmp/e1000.json" --out "$tmp/auto.json" --starts 0:4 --length 10 --memory-budget 1
 grep -q "^divgpu: method direct (auto: G (1000 x 1000 f32) and the state of 4 sequences need .* more than 90% of the 1.0 MiB of device memory given as the budget)" "$tmp/stderr" \
     && ok "auto picks direct when memory is short, and says why" || not_ok "auto picks direct when memory is short, and says why" "$(cat "$tmp/stderr")"
-expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contract" \
+expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contract with its own kernel; --shape tiled applies to --method direct only" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method gram --shape tiled
 expect_fail "an unknown method" "--method 'fast' is not one of: auto, direct, gram" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method fast
@@ -200,7 +200,7 @@ expect_fail "--tile-size with shape baseline" "--tile-size applies to --shape ti
 expect_fail "--tile-size with method gram" "--tile-size applies to the direct method's tiled shapes, not to --method gram" \
     "${run_keep[@]}" --method gram --tile-size 64
 expect_fail "--measure-l2 with shape baseline" "--measure-l2 applies to --shape tiled" "${run_keep[@]}" --measure-l2
-expect_fail "--precision fp16 with method gram" "--shape baseline and --precision fp16 apply to --method direct only" \
+expect_fail "--precision fp16 with method gram" "--method gram runs the fp32 contract with its own kernel; --precision fp16 applies to --method direct only" \
     "${run_keep[@]}" --method gram --precision fp16
 expect_fail "--memory-budget with method direct" "it does not apply to --method direct" "${run_keep[@]}" --method direct --memory-budget 4
 expect_fail "--memory-budget with shape tiled" "it does not apply to --shape tiled" "${run_keep[@]}" --shape tiled --memory-budget 4

@@ -74,8 +74,8 @@ local function parse_config(text, h, default_method)
     end
     -- What a configuration names must apply to it (as for run's options).
     if c.method == "gram" and (c.shape ~= "baseline" or c.precision ~= "fp32") then
-        h.fail("configuration '%s': --method gram runs the fp32 contract with its own kernel; shape %s and "
-            .. "precision %s apply to the direct method only", text, c.shape, c.precision)
+        h.fail("configuration '%s': --method gram runs the fp32 contract with its own kernel; %s applies to "
+            .. "the direct method only", text, c.shape ~= "baseline" and "shape " .. c.shape or "precision " .. c.precision)
     end
     if c.tile and (c.method == "gram" or c.shape == "baseline") then
         h.fail("configuration '%s': a tile (t%d) applies to the direct method's tiled shapes only", text, c.tile)

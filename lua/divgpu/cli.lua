@@ -438,8 +438,8 @@ local function validate_run(a)
     if a.measure_l2 then tile_options[#tile_options + 1] = "--measure-l2" end
     if a.method == "gram" then
         if a.shape ~= "baseline" or a.precision ~= "fp32" then
-            fail("--method gram runs the fp32 contract with its own kernel; --shape %s and --precision %s "
-                .. "apply to --method direct only", a.shape, a.precision)
+            fail("--method gram runs the fp32 contract with its own kernel; %s applies to --method direct only",
+                a.shape ~= "baseline" and "--shape " .. a.shape or "--precision " .. a.precision)
         end
         if tile_options[1] then fail("%s applies to the direct method's tiled shapes, not to --method gram", tile_options[1]) end
     elseif tile_options[1] and a.shape == "baseline" then
