@@ -14,7 +14,7 @@ CACHE ?= diversity_cache.json
 # Debian 12 packages: LuaJIT and its libraries, the Vulkan loader, Mesa's CPU
 # Vulkan driver (lavapipe) and validation layer, and what shaderc's
 # from-source build needs.
-APT_PACKAGES := luajit lua-argparse lua-busted libvulkan1 mesa-vulkan-drivers \
+APT_PACKAGES := luajit lua-argparse lua-busted lua-dkjson libvulkan1 mesa-vulkan-drivers \
 	vulkan-validationlayers cmake ninja-build g++ python3 pkg-config git
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

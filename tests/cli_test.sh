@@ -13,12 +13,13 @@ ok() { passed=$((passed + 1)); echo "ok - $1"; }
 not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    /' <<<"$2"; }
 
 # expect_fail NAME EXPECTED_TEXT CMD...: non-zero exit, one stderr line
-# "divgpu: ..." containing EXPECTED_TEXT, no validation message.
+# "divgpu: ..." containing EXPECTED_TEXT and no Lua file:line, no validation message.
 expect_fail() {
     local name=$1 want=$2; shift 2
     local err rc
     err=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 0 ] && [ "$(wc -l <<<"$err")" -eq 1 ] && [[ $err == divgpu:* ]] && [[ $err == *"$want"* ]]; then
+    if [ $rc -ne 0 ] && [ "$(wc -l <<<"$err")" -eq 1 ] && [[ $err == divgpu:* ]] && [[ $err == *"$want"* ]] \
+        && [[ $err != *".lua:"* ]]; then
         ok "$name"
     else
         not_ok "$name (exit $rc)" "$err"
@@ -38,7 +39,7 @@ expect_ok() {
     printf '%s' "$out" >"$tmp/stdout"
 }
 
-for cmd in "" run verify synth info; do
+for cmd in "" run verify synth info bench; do
     expect_ok "help: divgpu $cmd --help" $divgpu $cmd --help
     grep -q "Usage" "$tmp/stdout" || not_ok "help text of '$cmd' has a usage line"
 done
@@ -72,7 +73,7 @@ $divgpu synth --n 1000 --dim 8 --seed 5 --out "$tmp/e1000.json" >/dev/null
 expect_ok "auto with a small memory budget" $divgpu run --embeddings "$tmp/e1000.json" --out "$tmp/auto.json" --starts 0:4 --length 10 --memory-budget 1
 grep -q "^divgpu: method direct (auto: G (1000 x 1000 f32) and the state of 4 sequences need .* more than 90% of the 1.0 MiB of device memory given as the budget)" "$tmp/stderr" \
     && ok "auto picks direct when memory is short, and says why" || not_ok "auto picks direct when memory is short, and says why" "$(cat "$tmp/stderr")"
-expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contract" \
+expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contract with its own kernel; --shape tiled applies to --method direct only" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method gram --shape tiled
 expect_fail "an unknown method" "--method 'fast' is not one of: auto, direct, gram" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method fast
@@ -82,6 +83,51 @@ expect_ok "bench gram against direct" $divgpu bench gram direct:baseline --synth
 grep -q "^direct:baseline " "$tmp/stdout" && grep -q "^gram " "$tmp/stdout" && ok "bench lists both methods" || not_ok "bench lists both methods" "$(cat "$tmp/stdout")"
 expect_fail "bench --method gram with a direct shape" "--method gram runs the fp32 contract" \
     $divgpu bench --method gram baseline tiled --synth 200,16 --sequences 8 --steps 20 --pairs 1
+grep -q -- "--pairs <pairs> .*(default: 24)" <($divgpu bench --help | tr -s ' \n' ' ') && ok "bench defaults to SPEC section 7's 24 pairs" \
+    || not_ok "bench defaults to SPEC section 7's 24 pairs"
+# In-flight comparisons by wall clock, the rest by GPU timestamps; JSON through dkjson.
+expect_ok "bench --json with another in-flight count" $divgpu bench direct:baseline direct:baseline:k1 direct:baseline:columns \
+    --synth 200,16 --sequences 8 --steps 20 --pairs 2 --parity-sequences 4 --json
+python3 - "$tmp/stdout" <<'PY' && ok "bench JSON: k1 against k2 by wall clock, the same in-flight count by GPU timestamps" \
+    || not_ok "bench JSON: k1 against k2 by wall clock, the same in-flight count by GPU timestamps" "$(cat "$tmp/stdout")"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert [x["config"] for x in r] == ["direct:baseline", "direct:baseline:k1", "direct:baseline:columns"]
+assert r[1]["speedup_from"] == "wall clock" and r[2]["speedup_from"] == "GPU timestamps" and "speedup_from" not in r[0]
+assert all(x["parity"].startswith("first 4 sequences = CPU mirror") for x in r) and r[1]["pairs"] == 2
+PY
+
+# bench's parity gate: every configuration's sample against the CPU mirror,
+# then the whole output against the first of its contract. Twins feed wrong
+# outputs: one inside the sample, one past it (only GPU-vs-GPU can see that).
+parity_gate() {
+    LUA_PATH="lua/?.lua;;" LUA_CPATH="build/?.so;;" luajit -e '
+        local divgpu, bench, cli = require "divgpu", require "divgpu.bench", require "divgpu.cli"
+        local e = divgpu.synth{ n = 50, dim = 8, clusters = 4, seed = 2 }
+        local starts, L = divgpu.array("u32", { 0, 1, 2, 3 }), 10
+        local good = divgpu.mirror(e, starts, L)
+        local function copy(swap)  -- swaps entries swap and swap + 1 (1-based)
+            local o = divgpu.array("u32", #good)
+            for i = 1, #good do o[i] = good[i] end
+            if swap then o[swap], o[swap + 1] = o[swap + 1], o[swap] end
+            return o
+        end
+        local state = { mirrors = {}, references = {} }
+        local function gate(name, out)
+            local ok, err = pcall(bench.parity, { name = name, contract = "fp32", table = e }, out, starts, L, 2, state, cli)
+            if not ok then print(type(err) == "table" and err.divgpu_user_error or tostring(err)) os.exit(1) end
+        end
+        gate("first", copy())
+        gate("second", copy(tonumber(arg[1])))
+        print("passed")' /dev/null "$@" 2>&1
+}
+out=$(parity_gate) && [ "$out" = passed ] && ok "bench parity gate passes identical outputs" || not_ok "bench parity gate passes identical outputs" "$out"
+out=$(parity_gate 2); rc=$?; [ $rc -ne 0 ] && [[ $out == "second differs from the CPU mirror (sequence 0, step 1): not measured" ]] \
+    && ok "twin: a second configuration wrong inside the sample fails against the CPU mirror" \
+    || not_ok "twin: a second configuration wrong inside the sample fails against the CPU mirror" "$out"
+out=$(parity_gate 32); rc=$?; [ $rc -ne 0 ] && [[ $out == "second is not bit-identical to first (sequence 3, step 1): a bug, not a benchmark entry" ]] \
+    && ok "twin: a second configuration wrong past the sample fails against the first" \
+    || not_ok "twin: a second configuration wrong past the sample fails against the first" "$out"
 
 # A cache with one index changed: verify names the sequence and the step.
 python3 - "$tmp/cache.json" "$tmp/bad.json" <<'PY'
@@ -111,6 +157,72 @@ expect_fail "an unknown device" "no device name contains" $divgpu run --embeddin
 expect_fail "an unknown option" "unknown option" $divgpu run --bogus
 $divgpu synth --n 300 --dim 16 --seed 5 --out "$tmp/other.json" >/dev/null
 expect_fail "verify against another table" "was made from another table" $divgpu verify --embeddings "$tmp/other.json" --cache "$tmp/cache.json"
+
+# Every option value is checked before any work starts: nothing is read (the
+# default table does not exist in $tmp/cwd), nothing written.
+mkdir "$tmp/cwd"
+echo precious >"$tmp/cwd/diversity_cache.json"
+in_cwd() { (cd "$tmp/cwd" && "$@"); }
+abs=$PWD/$divgpu
+expect_fail "run --length abc (default output)" "--length 'abc' is not a positive integer" in_cwd "$abs" run --length abc
+expect_fail "run --target-ms abc (default output)" "--target-ms 'abc' is not a positive number" in_cwd "$abs" run --target-ms abc
+[ "$(cat "$tmp/cwd/diversity_cache.json")" = precious ] && [ "$(ls -A "$tmp/cwd")" = diversity_cache.json ] \
+    && ok "bad values left diversity_cache.json untouched and wrote nothing" \
+    || not_ok "bad values left diversity_cache.json untouched and wrote nothing" "$(ls -A "$tmp/cwd")"
+run_keep=($divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json")
+expect_fail "run --length 0" "--length '0' is not a positive integer" "${run_keep[@]}" --length 0
+expect_fail "run --length 2.5" "--length '2.5' is not a positive integer" "${run_keep[@]}" --length 2.5
+expect_fail "run --target-ms -5" "--target-ms '-5' is not a positive number" "${run_keep[@]}" --target-ms=-5
+expect_fail "run --in-flight 0" "--in-flight '0' is not a positive integer" "${run_keep[@]}" --in-flight 0
+expect_fail "run --batch x" "--batch 'x' is not a positive integer" "${run_keep[@]}" --batch x
+expect_fail "run --workgroup-size 0" "--workgroup-size '0'" "${run_keep[@]}" --workgroup-size 0
+expect_fail "run --memory-budget lots" "--memory-budget 'lots'" "${run_keep[@]}" --memory-budget lots
+expect_fail "run --tile-size big" "--tile-size 'big' is not a positive integer" "${run_keep[@]}" --shape tiled --tile-size big
+expect_fail "run --l2-bytes 1e" "--l2-bytes '1e'" "${run_keep[@]}" --shape tiled --l2-bytes 1e
+expect_fail "run --shape wide" "--shape 'wide' is not one of" "${run_keep[@]}" --shape wide
+expect_fail "run --precision fp8" "--precision 'fp8' is not one of" "${run_keep[@]}" --precision fp8
+expect_fail "run --layout diagonal" "--layout 'diagonal' is not one of" "${run_keep[@]}" --layout diagonal
+expect_fail "run --starts 1:x" "--starts '1:x': expected A:B" "${run_keep[@]}" --starts 1:x
+expect_fail "verify --sequences none" "--sequences 'none' is not a positive integer" \
+    $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/cache.json" --sequences none
+expect_fail "synth --dim x" "--dim 'x' is not a positive integer" $divgpu synth --n 10 --dim x --out "$tmp/keep.json"
+expect_fail "synth --seed -1" "--seed '-1' is not a non-negative integer" $divgpu synth --n 10 --dim 4 --seed=-1 --out "$tmp/keep.json"
+expect_fail "info --max-mib x" "--max-mib 'x' is not a positive integer" $divgpu info --measure-l2 --max-mib x
+expect_fail "bench --pairs 0" "--pairs '0' is not a positive integer" $divgpu bench baseline gram --synth 200,16 --pairs 0
+expect_fail "bench --steps x" "--steps 'x' is not a positive integer" $divgpu bench baseline gram --synth 200,16 --steps x
+expect_fail "bench --synth 200" "--synth '200': expected N,D" $divgpu bench baseline gram --synth 200
+expect_fail "bench configuration k0" "configuration 'baseline:k0': in flight k '0'" $divgpu bench baseline baseline:k0 --synth 200,16
+expect_fail "bench configuration of an unknown shape" "configuration 'wide': shape 'wide' is not one of" $divgpu bench baseline wide --synth 200,16
+
+# An option that does not apply to the chosen method or shape is refused, saying so.
+expect_fail "--tile-size with shape baseline" "--tile-size applies to --shape tiled and tile-dispatch only, not to --shape baseline" \
+    "${run_keep[@]}" --tile-size 64
+expect_fail "--tile-size with method gram" "--tile-size applies to the direct method's tiled shapes, not to --method gram" \
+    "${run_keep[@]}" --method gram --tile-size 64
+expect_fail "--measure-l2 with shape baseline" "--measure-l2 applies to --shape tiled" "${run_keep[@]}" --measure-l2
+expect_fail "--precision fp16 with method gram" "--method gram runs the fp32 contract with its own kernel; --precision fp16 applies to --method direct only" \
+    "${run_keep[@]}" --method gram --precision fp16
+expect_fail "--memory-budget with method direct" "it does not apply to --method direct" "${run_keep[@]}" --method direct --memory-budget 4
+expect_fail "--memory-budget with shape tiled" "it does not apply to --shape tiled" "${run_keep[@]}" --shape tiled --memory-budget 4
+expect_fail "--l2-bytes with a given tile" "--l2-bytes sizes the tile for --tile-size auto; it does not apply to --tile-size 8" \
+    "${run_keep[@]}" --shape tiled --tile-size 8 --l2-bytes 4096
+expect_fail "info --device without --measure-l2" "--device applies to --measure-l2 only" $divgpu info --device 0
+expect_fail "bench: a tile on a baseline configuration" "a tile (t8) applies to the direct method's tiled shapes only" \
+    $divgpu bench baseline baseline:t8 --synth 200,16
+expect_fail "bench: gram at fp16" "configuration 'gram:fp16': --method gram runs the fp32 contract" $divgpu bench baseline gram:fp16 --synth 200,16
+expect_fail "bench: --l2-bytes with nothing to size" "no configuration has one" $divgpu bench baseline gram --synth 200,16 --l2-bytes 4096
+expect_ok "twin: --tile-size with shape tiled runs" "${run_keep[@]/keep.json/tiled.json}" --shape tiled --tile-size 64 --starts 0:4 --length 10 --quiet
+
+# A library-raised error (the loop-cap refusal: one thread would scan 2000 x
+# 41 > 65,535 loop iterations on lavapipe) reaches the user without a Lua file and line.
+$divgpu synth --n 2000 --dim 40 --seed 2 --out "$tmp/big.json" >/dev/null
+expect_fail "the loop-cap refusal carries no Lua file:line" "stops shader loops after" \
+    "${run_keep[@]/e.json/big.json}" --method direct --workgroup-size 1 --starts 0:1 --length 3 --quiet
+# Twin: the raw error (DIVGPU_DEBUG keeps it, with a traceback) does carry one.
+err=$(DIVGPU_DEBUG=1 "${run_keep[@]/e.json/big.json}" --method direct --workgroup-size 1 --starts 0:1 --length 3 --quiet 2>&1 >/dev/null)
+[[ $err == *".lua:"*"stops shader loops after"* ]] && ok "twin: the raw library error names a Lua file:line" \
+    || not_ok "twin: the raw library error names a Lua file:line" "$err"
+
 [ "$(cat "$tmp/keep.json")" = "precious" ] && ok "failed runs left the existing output untouched" || not_ok "failed runs left the existing output untouched"
 ls -a "$tmp" | grep -q '\.tmp$' && not_ok "no temporary files left behind" || ok "no temporary files left behind"
 

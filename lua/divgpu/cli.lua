@@ -128,6 +128,10 @@ local function check_choice(value, allowed, option)
     fail("%s '%s' is not one of: %s", option, tostring(value), table.concat(allowed, ", "))
 end
 
+local function check_choice_of(allowed)
+    return function(value, option) return check_choice(value, allowed, option) end
+end
+
 local SHAPE_NAMES = { "baseline", "tiled", "tile-dispatch" }
 local PRECISION_NAMES = { "fp32", "fp16", "fp16-exact" }
 local LAYOUT_NAMES = { "rows", "columns" }
@@ -169,9 +173,19 @@ local function gram_summary(stats)
 end
 _M.gram_summary = gram_summary
 
+--- A message without the "path/file.lua:NN: " prefixes error() adds: the
+--- user is told what went wrong, not where in divgpu's Lua it was noticed.
+local function strip_location(msg)
+    msg = tostring(msg):gsub("^runtime error: ", "")
+    local n
+    repeat msg, n = msg:gsub("^[^%s:]*%.lua:%d+: ", "") until n == 0
+    return msg
+end
+_M.strip_location = strip_location
+
 local function first_line(err)
     if type(err) == "table" and err.divgpu_user_error then return err.divgpu_user_error end
-    return (tostring(err):gsub("^runtime error: ", ""):match("^[^\n]*"))
+    return (strip_location(err):match("^[^\n]*"))
 end
 
 --- Runs the starts the checkpoint `cp` does not have yet, committing each
@@ -191,7 +205,7 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     local layout = a.layout or (method == "gram" and "rows" or "columns")
     local tile, tile_note
     if method == "direct" then
-        tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size, a.l2_bytes, a.measure_l2)
+        tile, tile_note = choose_tile(ctx, e, shape, precision, a.tile_size or "auto", a.l2_bytes, a.measure_l2)
     end
     local show, finish = progress_printer(a.quiet, resumed)
     if not a.quiet then
@@ -240,12 +254,11 @@ local function cmd_run(a)
     local e = load_for(divgpu, a.embeddings, precision)
     local starts = parse_starts(divgpu, a.starts, e.n)
     local length = a.length and tonumber(a.length) or e.n
-    if not length or length % 1 ~= 0 or length < 1 or length > e.n then
+    if length > e.n then
         fail("--length %s is out of range: it must be between 1 and the number of items, %d", tostring(a.length), e.n)
     end
     local batch = a.batch and positive_integer(a.batch, "--batch")
     local target_ms = tonumber(a.target_ms)
-    if not target_ms or target_ms <= 0 then fail("--target-ms '%s' is not a positive number", tostring(a.target_ms)) end
     -- Before the device: a checkpoint of another job is refused at once.
     local cp = divgpu.checkpoint(a.out, { contract = CONTRACT[precision], table = e, length = length,
                                           starts = starts, restart = a.restart })
@@ -333,10 +346,6 @@ local function cmd_synth(a)
     local divgpu = require "divgpu"
     local n, dim = tonumber(a.n), tonumber(a.dim)
     local clusters, seed = tonumber(a.clusters), tonumber(a.seed)
-    for name, v in pairs{ n = n, dim = dim, clusters = clusters } do
-        if not v or v < 1 or v % 1 ~= 0 then fail("--%s must be a positive integer", name) end
-    end
-    if not seed or seed < 0 or seed % 1 ~= 0 then fail("--seed must be a non-negative integer") end
     local e = divgpu.synth{ n = n, dim = dim, clusters = clusters, seed = seed }
     e:write_json(a.out)
     io_stdout:write(a.out, "\n")
@@ -381,6 +390,97 @@ _M.check_choice = check_choice
 _M.device_option = device_option
 _M.SHAPE_NAMES, _M.PRECISION_NAMES = SHAPE_NAMES, PRECISION_NAMES
 
+
+local function positive_number(value, option)
+    local x = tonumber(value)
+    if not x or x <= 0 or x ~= x or x == math.huge then fail("%s '%s' is not a positive number", option, tostring(value)) end
+    return x
+end
+
+local function optional(check, value, option)
+    if value ~= nil then return check(value, option) end
+end
+
+--- --starts' syntax, before the table (and so its size) is known.
+local function check_starts_syntax(spec)
+    if spec == nil then return end
+    if spec:find(":") then
+        if not spec:match("^%s*%d+%s*:%s*%d+%s*$") then
+            fail("--starts '%s': expected A:B (half-open range) or a list i,j,k", spec)
+        end
+        return
+    end
+    for item in (spec .. ","):gmatch("([^,]*),") do
+        local s = tonumber(item)
+        if not s or s % 1 ~= 0 or s < 0 then fail("--starts: '%s' is not an item index", item) end
+    end
+end
+
+--- Options that do not apply to the chosen method or shape are refused:
+--- an option silently ignored is a lie about what ran.
+local function validate_run(a)
+    check_choice(a.shape, SHAPE_NAMES, "--shape")
+    check_choice(a.precision, PRECISION_NAMES, "--precision")
+    check_choice(a.method, METHOD_NAMES, "--method")
+    optional(check_choice_of(LAYOUT_NAMES), a.layout, "--layout")
+    positive_integer(a.in_flight, "--in-flight")
+    optional(positive_integer, a.length, "--length")
+    optional(positive_integer, a.batch, "--batch")
+    positive_number(a.target_ms, "--target-ms")
+    optional(positive_integer, a.memory_budget, "--memory-budget")
+    optional(positive_integer, a.l2_bytes, "--l2-bytes")
+    optional(positive_integer, a.workgroup_size, "--workgroup-size")
+    if a.tile_size ~= nil and a.tile_size ~= "auto" then positive_integer(a.tile_size, "--tile-size") end
+    check_starts_syntax(a.starts)
+    local tile_options = {}
+    if a.tile_size then tile_options[#tile_options + 1] = "--tile-size" end
+    if a.l2_bytes then tile_options[#tile_options + 1] = "--l2-bytes" end
+    if a.measure_l2 then tile_options[#tile_options + 1] = "--measure-l2" end
+    if a.method == "gram" then
+        if a.shape ~= "baseline" or a.precision ~= "fp32" then
+            fail("--method gram runs the fp32 contract with its own kernel; %s applies to --method direct only",
+                a.shape ~= "baseline" and "--shape " .. a.shape or "--precision " .. a.precision)
+        end
+        if tile_options[1] then fail("%s applies to the direct method's tiled shapes, not to --method gram", tile_options[1]) end
+    elseif tile_options[1] and a.shape == "baseline" then
+        fail("%s applies to --shape tiled and tile-dispatch only, not to --shape baseline", tile_options[1])
+    end
+    if a.memory_budget then
+        if a.method ~= "auto" then
+            fail("--memory-budget plans --method auto's choice; it does not apply to --method %s", a.method)
+        elseif a.shape ~= "baseline" or a.precision ~= "fp32" then
+            fail("--memory-budget plans --method auto's choice of gram, which only --shape baseline "
+                .. "--precision fp32 can make; it does not apply to --shape %s --precision %s", a.shape, a.precision)
+        end
+    end
+    if a.tile_size and a.tile_size ~= "auto" and (a.l2_bytes or a.measure_l2) then
+        fail("%s sizes the tile for --tile-size auto; it does not apply to --tile-size %s",
+            a.l2_bytes and "--l2-bytes" or "--measure-l2", a.tile_size)
+    end
+    if a.l2_bytes and a.measure_l2 then fail("--l2-bytes and --measure-l2 both give the L2 size: use one") end
+end
+
+local VALIDATE = {
+    run = validate_run,
+    ["convert-fp16"] = function() end,
+    verify = function(a) optional(positive_integer, a.sequences, "--sequences") end,
+    synth = function(a)
+        positive_integer(a.n, "--n")
+        positive_integer(a.dim, "--dim")
+        positive_integer(a.clusters, "--clusters")
+        local seed = tonumber(a.seed)
+        if not seed or seed < 0 or seed % 1 ~= 0 then fail("--seed '%s' is not a non-negative integer", tostring(a.seed)) end
+    end,
+    info = function(a)
+        optional(positive_integer, a.max_mib, "--max-mib")
+        if not a.measure_l2 then
+            if a.max_mib then fail("--max-mib applies to --measure-l2 only") end
+            if a.device then fail("--device applies to --measure-l2 only (info lists every device)") end
+        end
+    end,
+    bench = function(a) require("divgpu.bench").validate(a, _M) end,
+}
+
 local function build_parser()
     local p = argparse("divgpu", "Diversity sequences on the GPU (Vulkan compute), bit-exact on every device.")
     p:command_target("command")
@@ -408,7 +508,7 @@ local function build_parser()
         .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")
     run:option("--layout", "Table layout on the GPU: rows (as the JSON) or columns (coalesced loads; same output). "
         .. "Default: columns for direct, rows for gram.")
-    run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size).", "auto")
+    run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size). Default: auto.")
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
     run:option("--workgroup-size", "Threads per sequence (default: 256 on a GPU, 64 on a CPU device).")
@@ -449,7 +549,8 @@ local function main(argv)
             io_stdout:write(a, "\n")
             return 0
         end
-        io_stderr:write("divgpu: ", a, " (see 'divgpu --help')\n")
+        -- argparse's message may run over lines ("Did you mean ...?"): one line.
+        io_stderr:write("divgpu: ", (a:gsub("%s*\n%s*", "; ")), " (see 'divgpu --help')\n")
         return 2
     end
     if a.command == "synth" then
@@ -457,6 +558,13 @@ local function main(argv)
             io_stderr:write("divgpu: synth needs --n, --dim and --out (see 'divgpu synth --help')\n")
             return 2
         end
+    end
+    -- Every option value is checked before any work starts (nothing read,
+    -- nothing written, no device opened).
+    local checked, why = pcall(VALIDATE[a.command], a)
+    if not checked then
+        io_stderr:write("divgpu: ", first_line(why), " (see 'divgpu ", a.command, " --help')\n")
+        return 2
     end
     local commands = { run = cmd_run, verify = cmd_verify, synth = cmd_synth, info = cmd_info,
                        ["convert-fp16"] = cmd_convert_fp16,
@@ -469,11 +577,12 @@ local function main(argv)
     end, a)
     if not ran then
         local msg = tostring(err):gsub("^runtime error: ", "")
-        if not os.getenv("DIVGPU_DEBUG") then msg = msg:match("^[^\n]*") end
+        if not os.getenv("DIVGPU_DEBUG") then msg = strip_location(msg:match("^[^\n]*")) end
         io_stderr:write("divgpu: ", msg, "\n")
         return 1
     end
     return type(err) == "number" and err or 0  -- a command's own exit status (run: 130 when interrupted)
 end
 
-os.exit(main(arg))
+_M.main = main
+return _M
