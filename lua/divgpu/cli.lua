@@ -379,7 +379,7 @@ local function cmd_info(a)
             yes(d.timestamps), d.timestamp_period_ns))
         io_stdout:write(string_format("   f32 denormals: preserve %s, flush %s, in divgpu's shaders %s%s; "
             .. "f32 round-to-nearest-even %s\n", yes(d.denorm_preserve_f32), yes(d.denorm_flush_f32), d.denormals,
-            d.denormals_need_certificate and " (tables need the subnormal certificate)" or "",
+            d.denormals_need_certificate and " (tables without the subnormal certificate run the exact underflow path)" or "",
             yes(d.rounding_rte_f32)))
     end
 end
