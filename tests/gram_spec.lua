@@ -29,8 +29,6 @@ end
 
 --- A table whose values are multiples of 1/8 in [-1, 1]: scores tie exactly.
 local function ties_table(n, dim)
-    local dir = h.tmpdir()
-    local path = dir .. "/ties.json"
     local rows, seed = {}, 12345
     for j = 1, n do
         local row = {}
@@ -39,14 +37,9 @@ local function ties_table(n, dim)
             row[d] = (seed % 17 - 8) / 8
         end
         if dim == 1 or row[1] == 0 then row[1] = 0.125 * (1 + j % 3) end  -- never a zero row
-        rows[j] = "[" .. table.concat(row, ",") .. "]"
+        rows[j] = row
     end
-    local f = assert(io.open(path, "w"))
-    f:write("[", table.concat(rows, ",\n"), "]\n")
-    f:close()
-    local e = divgpu.load_embeddings(path)
-    os.execute("rm -rf " .. dir)
-    return e
+    return h.load_rows(rows)
 end
 
 --- The instrumented build: max |exact - approx| / bound over every candidate-step.

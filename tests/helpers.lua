@@ -21,6 +21,21 @@ function M.shipped()
     return shipped
 end
 
+--- A table from rows of numbers (or number strings, written as given),
+--- through a temporary embeddings.json and the real loader.
+function M.load_rows(rows)
+    local lines = {}
+    for j, row in ipairs(rows) do lines[j] = "[" .. table.concat(row, ",") .. "]" end
+    local dir = M.tmpdir()
+    local path = dir .. "/embeddings.json"
+    local f = assert(io.open(path, "w"))
+    f:write("[", table.concat(lines, ",\n"), "]\n")
+    f:close()
+    local e = divgpu.load_embeddings(path)
+    os.execute("rm -rf " .. dir)
+    return e
+end
+
 --- The first k shipped poems as a table of their own (the same f32 values:
 --- "%.9g" round-trips every f32). The direct method on lavapipe costs N^2 D
 --- emulated FMAs per sequence: its poem tests run on the first 520 poems,
@@ -34,15 +49,9 @@ function M.shipped_head(k)
     for j = 0, k - 1 do
         local row = {}
         for d = 1, dim do row[d] = string.format("%.9g", values[j * dim + d]) end
-        rows[j + 1] = "[" .. table.concat(row, ",") .. "]"
+        rows[j + 1] = row
     end
-    local dir = M.tmpdir()
-    local path = dir .. "/head.json"
-    local f = assert(io.open(path, "w"))
-    f:write("[", table.concat(rows, ",\n"), "]\n")
-    f:close()
-    heads[k] = divgpu.load_embeddings(path)
-    os.execute("rm -rf " .. dir)
+    heads[k] = M.load_rows(rows)
     return heads[k]
 end
 

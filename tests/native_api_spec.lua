@@ -139,17 +139,21 @@ describe("the validation layer", function()
         assert.is_true(#ctx:validation_messages() > 0)
     end)
 
+    -- x[0] = y[0] + 1 on binding 0 (written) and 1 (read): the hazard specs' kernel.
+    local function copy_plus_one(ctx)
+        return ctx:pipeline{ spirv = divgpu.compile([[
+            #version 450
+            layout(local_size_x = 1) in;
+            layout(std430, binding = 0) buffer Out { uint x[]; };
+            layout(std430, binding = 1) readonly buffer In { uint y[]; };
+            void main() { x[0] = y[0] + 1u; }
+        ]], { name = "copy-plus-one" }) }
+    end
+
     it("checks synchronization: a missing barrier between dispatches is reported, its twin is not", function()
         local function hazard_messages(with_barrier)
             local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), validation = true, echo_validation = false }
-            local spirv = divgpu.compile([[
-                #version 450
-                layout(local_size_x = 1) in;
-                layout(std430, binding = 0) buffer Out { uint x[]; };
-                layout(std430, binding = 1) readonly buffer In { uint y[]; };
-                void main() { x[0] = y[0] + 1u; }
-            ]], { name = "copy-plus-one" })
-            local pipeline = ctx:pipeline{ spirv = spirv }
+            local pipeline = copy_plus_one(ctx)
             local a, b = ctx:buffer(16, "a"), ctx:buffer(16, "b")
             a:fill(0)
             b:fill(0)
@@ -169,14 +173,7 @@ describe("the validation layer", function()
         local ctx = divgpu.open{ device = os.getenv("DIVGPU_DEVICE"), validation = true, echo_validation = false }
         -- The layer's QueueSubmit check is on (set by the module unless the user set the variable).
         assert.matches("VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT", os.getenv("VK_LAYER_ENABLES"), 1, true)
-        local spirv = divgpu.compile([[
-            #version 450
-            layout(local_size_x = 1) in;
-            layout(std430, binding = 0) buffer Out { uint x[]; };
-            layout(std430, binding = 1) readonly buffer In { uint y[]; };
-            void main() { x[0] = y[0] + 1u; }
-        ]], { name = "copy-plus-one" })
-        local pipeline = ctx:pipeline{ spirv = spirv }
+        local pipeline = copy_plus_one(ctx)
         local a, b = ctx:buffer(16, "a"), ctx:buffer(16, "b")
         a:fill(0)
         b:fill(0)

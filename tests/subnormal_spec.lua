@@ -15,19 +15,6 @@ local h = require "tests.helpers"
 -- The table measured on the H200: [0,1,2] there, [0,2,1] in the mirror.
 local COUNTEREXAMPLE = { { "4.64458274e-39" }, { "4.83849653e-05" }, { "1.19138513e-05" } }
 
-local function table_of(rows)
-    local dir = h.tmpdir()
-    local path = dir .. "/e.json"
-    local f = assert(io.open(path, "w"))
-    local out = {}
-    for i, r in ipairs(rows) do out[i] = "[" .. table.concat(r, ",") .. "]" end
-    f:write("[", table.concat(out, ","), "]\n")
-    f:close()
-    local e = divgpu.load_embeddings(path)
-    os.execute("rm -rf " .. dir)
-    return e
-end
-
 local function run(ctx, e, starts, length, opts)
     opts = opts or {}
     return driver.run{ ctx = ctx, embeddings = e, starts = starts, length = length, method = opts.method or "direct",
@@ -48,7 +35,7 @@ local function flushing()
 end
 
 describe("subnormals", function()
-    local bad = table_of(COUNTEREXAMPLE)
+    local bad = h.load_rows(COUNTEREXAMPLE)
     local start0 = h.range(0, 1)
 
     it("the certificate names the first value at fault, and passes a table without tiny values", function()
@@ -98,6 +85,20 @@ describe("subnormals", function()
                 local gpu = run(flushing(), bad, start0, 3, { method = method, exact_underflow = false })
                 assert.are.equal("0,1,2", sequence(gpu, 3), method)
             end
+        end)
+
+        it("gram's bound holds there on an uncertified table (instrumented), and its 1% twin fails", function()
+            -- G's entries may flush on such a device: the bound carries G_ETA = 2^-126 for them.
+            local e = h.shipped_head(120)
+            local function max_ratio(scale)
+                local _, stats = driver.run{ ctx = flushing(), embeddings = e, starts = h.range(0, 4), length = 40,
+                    method = "gram", gram_defines = { DIVGPU_GRAM_CHECK = 1, DIVGPU_BOUND_SCALE = scale } }
+                return stats.gram.max_ratio
+            end
+            local ratio = max_ratio("1.0lf")
+            assert(ratio > 0 and ratio <= 1, "max |exact - approx| / bound = " .. ratio)
+            local twin = max_ratio("0.01lf")
+            assert(twin > 1, "a bound shrunk to 1% was not caught: ratio " .. twin)
         end)
 
         it("tables with and without the certificate give the contract's bytes (direct and gram)", function()

@@ -326,21 +326,26 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
+    // The cache header of a job given as { contract, length } on `table`.
+    fn cache_header(o: &LuaTable, table: &Table) -> mlua::Result<cache::CacheHeader> {
+        Ok(cache::CacheHeader {
+            format: cache::FORMAT.into(),
+            version: cache::VERSION,
+            contract: o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into()),
+            num_items: table.n,
+            dim: table.dim,
+            length: o.get("length")?,
+            embeddings_sha256: table.sha256.clone(),
+        })
+    }
+
     // divgpu.write_cache(path, { contract, table, length, sequences })
     m.set(
         "write_cache",
         lua.create_function(|_, (path, o): (String, LuaTable)| {
             let table: UserDataRef<Embeddings> = o.get("table")?;
             let sequences: UserDataRef<HostArray> = o.get("sequences")?;
-            let header = cache::CacheHeader {
-                format: cache::FORMAT.into(),
-                version: cache::VERSION,
-                contract: o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into()),
-                num_items: table.0.n,
-                dim: table.0.dim,
-                length: o.get("length")?,
-                embeddings_sha256: table.0.sha256.clone(),
-            };
+            let header = cache_header(&o, &table.0)?;
             Ok(cache::write(&path, &header, sequences.as_u32("sequences")?)?)
         })?,
     )?;
@@ -353,15 +358,7 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         lua.create_function(|_, (out, o): (String, LuaTable)| {
             let table: UserDataRef<Embeddings> = o.get("table")?;
             let starts: UserDataRef<HostArray> = o.get("starts")?;
-            let header = cache::CacheHeader {
-                format: cache::FORMAT.into(),
-                version: cache::VERSION,
-                contract: o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into()),
-                num_items: table.0.n,
-                dim: table.0.dim,
-                length: o.get("length")?,
-                embeddings_sha256: table.0.sha256.clone(),
-            };
+            let header = cache_header(&o, &table.0)?;
             let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
             let cp = Checkpoint::open(&out, &header, starts.as_u32("starts")?, restart)?;
             Ok(CheckpointHandle(Some(cp)))

@@ -104,6 +104,15 @@ pub fn with_denorm_mode(spirv: &[u32], flush: bool, widths: &[u32]) -> Result<Ve
         if count == 0 || at + count > spirv.len() {
             return Err(format!("malformed SPIR-V instruction at word {at}"));
         }
+        // Operands read below must exist: a caller's SPIR-V may be malformed.
+        let needs = match op {
+            OP_CAPABILITY => 2,
+            OP_ENTRY_POINT => 3,
+            _ => 1,
+        };
+        if count < needs {
+            return Err(format!("malformed SPIR-V instruction at word {at} (opcode {op}, {count} words)"));
+        }
         match op {
             OP_CAPABILITY => {
                 if spirv[at + 1] == cap {
@@ -164,5 +173,8 @@ mod tests {
                             (4 << 16) | OP_EXECUTION_MODE, 4, MODE_DENORM_PRESERVE, 32]);
         assert_eq!(out[out.len() - 1], (1 << 16) | 253);
         assert!(with_denorm_mode(&module[..7], false, &[32]).is_err(), "a module without an entry point");
+        let mut short = module.clone();
+        short[10] = (1 << 16) | OP_ENTRY_POINT; // an entry point without its operands
+        assert!(with_denorm_mode(&short, false, &[32]).is_err(), "a truncated entry point");
     }
 }
