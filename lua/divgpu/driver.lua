@@ -83,6 +83,12 @@ end
 ---   on_progress    function(progress) called after every chunk: batch, batches,
 ---                  step, length, done, total (batch-steps of this run), elapsed,
 ---                  chunk, sequences (finished in this run), sequences_total
+---   on_chunk       function(chunk) called after every chunk, in the order the
+---                  chunks finish: device (1 with one device), batch, first_step,
+---                  steps, sequences (rows of the batch), gpu_seconds, wall_seconds
+---                  (submit to done), elapsed (since run began), gram (the filter's
+---                  figures for this chunk, from batch:chunk_stats(rec), where the
+---                  job provides it)
 ---   on_batch       function(first, count, sequences) called after each batch, in
 ---                  order: rows [first, first + count) of starts (0-based) as a u32
 ---                  array [count][length]. Only one batch is then held in memory
@@ -192,6 +198,12 @@ function _M.run(opts)
             stats.chunk_sizes[#stats.chunk_sizes + 1] = c.n
             divgpu.store_winners(out, batch:winners(), row0, count, ring, c.first, c.n, length)
             steps_done = steps_done + c.n
+            if opts.on_chunk then
+                local t = now_()
+                opts.on_chunk{ device = 1, batch = b + 1, first_step = c.first, steps = c.n, sequences = count,
+                               gpu_seconds = seconds, wall_seconds = t - c.wall, elapsed = t - t0,
+                               gram = batch.chunk_stats and batch:chunk_stats(c.rec) or nil }
+            end
             if opts.on_progress then
                 opts.on_progress{ batch = b + 1, batches = batches, step = c.first + c.n, length = length,
                                   done = steps_done, total = steps_total, elapsed = now_() - t0,
