@@ -154,6 +154,22 @@ expect_fail "a zero row" "row 1 is all zeros" $divgpu run --embeddings "$tmp/zer
 printf '[[1, 2], [3, ' >"$tmp/trunc.json"
 expect_fail "a truncated file" "truncated" $divgpu run --embeddings "$tmp/trunc.json" --out "$tmp/keep.json"
 expect_fail "an unknown device" "no device name contains" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json" --device no-such-gpu
+
+# Several devices in one process: two contexts on the one lavapipe device
+# (--device 0,0) give the bytes of one device's run, with both contexts used;
+# --device all is every GPU, or every device where there is none.
+expect_ok "run --device 0,0 (two contexts)" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/two.json" --starts 0:40 --length 60 --batch 8 --device 0,0
+cmp -s "$tmp/two.json" "$tmp/cache.json" && ok "two contexts write the one-device cache" || not_ok "two contexts write the one-device cache"
+grep -q "device 2 (.*): [1-9][0-9]* sequences" "$tmp/stderr" && ok "both contexts ran batches" || not_ok "both contexts ran batches" "$(cat "$tmp/stderr")"
+expect_ok "run --device 0,0 --method direct" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/two-direct.json" --starts 0:40 --length 60 --batch 8 --device 0,0 --method direct --quiet
+cmp -s "$tmp/two-direct.json" "$tmp/cache.json" && ok "two contexts, direct: the one-device cache" || not_ok "two contexts, direct: the one-device cache"
+expect_ok "run --device all" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/all.json" --starts 0:40 --length 60 --device all --quiet
+cmp -s "$tmp/all.json" "$tmp/cache.json" && ok "--device all writes the one-device cache" || not_ok "--device all writes the one-device cache"
+# Twin of the comparison: another job's bytes (the same starts, one step shorter) differ.
+expect_ok "twin: a shorter run on two contexts" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/two-short.json" --starts 0:40 --length 59 --device 0,0 --quiet
+cmp -s "$tmp/two-short.json" "$tmp/cache.json" && not_ok "twin: cmp tells another job's cache apart" || ok "twin: cmp tells another job's cache apart"
+expect_fail "an empty entry in --device" "--device '0,,1': an empty entry" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json" --device 0,,1
+expect_fail "a device out of range in a list" "device index 7 is out of range" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep.json" --device 0,7
 expect_fail "an unknown option" "unknown option" $divgpu run --bogus
 $divgpu synth --n 300 --dim 16 --seed 5 --out "$tmp/other.json" >/dev/null
 expect_fail "verify against another table" "was made from another table" $divgpu verify --embeddings "$tmp/other.json" --cache "$tmp/cache.json"

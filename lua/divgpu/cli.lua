@@ -60,6 +60,43 @@ local function device_option(value)
     return tonumber(value) or value
 end
 
+--- --device's entries: "all", or a comma-separated list of indices or name
+--- substrings (one entry: one device). Syntax only; no device is opened.
+local function device_entries(value)
+    if value == nil then return { false } end  -- false: the default device
+    if value == "all" then return "all" end
+    local list = {}
+    for item in (value .. ","):gmatch("([^,]*),") do
+        item = item:match("^%s*(.-)%s*$")
+        if item == "" then fail("--device '%s': an empty entry (expected all, or indices or names separated by commas)", value) end
+        list[#list + 1] = device_option(item)
+    end
+    return list
+end
+
+--- Opens the contexts --device names: "all" is every GPU (every device where
+--- there is no GPU, as on a CI machine with lavapipe only); a list may name a
+--- device twice, which opens two contexts on it (their queues run side by side).
+local function open_devices(value)
+    local vk = require "divgpu.vk_compute"
+    local entries = device_entries(value)
+    if entries == "all" then
+        local devices = require("divgpu").devices{}
+        entries = {}
+        for _, d in ipairs(devices) do
+            if d.type ~= "cpu" then entries[#entries + 1] = d.index end
+        end
+        if #entries == 0 then
+            for _, d in ipairs(devices) do entries[#entries + 1] = d.index end
+        end
+        if #entries == 0 then fail("--device all: no Vulkan devices found") end
+    end
+    local contexts = {}
+    for i, entry in ipairs(entries) do contexts[i] = vk.open{ device = entry or nil } end
+    return contexts
+end
+_M.open_devices = open_devices
+
 --- Shows progress on a terminal. `resumed`: sequences done by an earlier run
 --- (from the checkpoint), counted in the sequences shown but not in the rate.
 local function progress_printer(quiet, resumed)
@@ -198,8 +235,19 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     local resumed = cp.done
     local rest = divgpu.array("u32", #starts - resumed)
     for i = 1, #rest do rest[i] = starts[resumed + i] end
-    local ctx = vk.open{ device = device_option(a.device) }
+    local contexts = open_devices(a.device)
+    local ctx = contexts[1]
     local method, method_note = choose_method(ctx, e, a, shape, precision, #rest)
+    for i = 2, #contexts do
+        -- Every device runs the method chosen on the first (the bytes would be
+        -- the same either way; one method keeps the summary and stats plain).
+        local other = choose_method(contexts[i], e, { method = method, memory_budget = a.memory_budget },
+                                    shape, precision, math.ceil(#rest / #contexts))
+        if other ~= method then
+            fail("device %d (%s) cannot run --method %s: give it --method direct, or leave that device out",
+                i - 1, contexts[i].info.name, method)
+        end
+    end
     -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct
     -- scan wants coalesced columns, the Gram rescoring one row per thread.
     local layout = a.layout or (method == "gram" and "rows" or "columns")
@@ -209,12 +257,19 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     end
     local show, finish = progress_printer(a.quiet, resumed)
     if not a.quiet then
+        local where = ctx.info.name
+        if #contexts > 1 then
+            local names = {}
+            for i, c in ipairs(contexts) do names[i] = c.info.name end
+            where = string_format("%d devices (%s)", #contexts, table.concat(names, ", "))
+        end
         if method == "gram" then
-            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), %s layout, %d in flight, fma %s\n",
-                #rest, length, ctx.info.name, e.n, e.dim, layout, in_flight, vk.fma_mode(ctx)))
+            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), %s layout, %d in flight%s, fma %s\n",
+                #rest, length, where, e.n, e.dim, layout, in_flight, #contexts > 1 and " per device" or "", vk.fma_mode(ctx)))
         else
-            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %s layout, %d in flight, fma %s\n",
-                #rest, length, ctx.info.name, e.n, e.dim, shape, precision, layout, in_flight, vk.fma_mode(ctx)))
+            io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), shape %s, %s, %s layout, %d in flight%s, fma %s\n",
+                #rest, length, where, e.n, e.dim, shape, precision, layout, in_flight, #contexts > 1 and " per device" or "",
+                vk.fma_mode(ctx)))
         end
         io_stderr:write("divgpu: ", method_note, "\n")
         if tile_note then io_stderr:write("divgpu: ", tile_note, "\n") end
@@ -222,7 +277,7 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     local workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size")
     divgpu.catch_signals(true)
     local ok, err, stats = pcall(driver.run, {
-        ctx = ctx, embeddings = e, starts = rest, length = length, batch = batch, method = method,
+        contexts = contexts, embeddings = e, starts = rest, length = length, batch = batch, method = method,
         shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
         target_seconds = target_ms / 1000, on_progress = show, workgroup_size = workgroup_size,
         -- Each finished batch goes to the checkpoint (synced) before the next starts.
@@ -282,8 +337,15 @@ local function cmd_run(a)
     cp:finish()
     if not a.quiet and stats then
         io_stderr:write(string_format(
-            "divgpu: done in %.2f s wall, %.2f s GPU, %d batch(es) of up to %d, %d submissions\n",
-            stats.wall_seconds, stats.gpu_seconds, stats.batches, stats.batch_size, stats.chunks))
+            "divgpu: done in %.2f s wall, %.2f s GPU%s, %d batch(es) of up to %d, %d submissions\n",
+            stats.wall_seconds, stats.gpu_seconds, #stats.devices > 1 and " (summed over the devices)" or "", stats.batches, stats.batch_size, stats.chunks))
+        if #stats.devices > 1 then
+            for d, share in ipairs(stats.devices) do
+                io_stderr:write(string_format("divgpu: device %d (%s): %d sequences in %d batch(es), %.2f s GPU%s\n",
+                    d, share.name, share.sequences, share.batches, share.gpu_seconds,
+                    share.build_seconds and string_format(", G built in %.2f s", share.build_seconds) or ""))
+            end
+        end
         local g = gram_summary(stats)
         if g then io_stderr:write("divgpu: ", g, "\n") end
         if stats.underflow then io_stderr:write("divgpu: ", stats.underflow, "\n") end
@@ -432,6 +494,7 @@ local function validate_run(a)
     optional(positive_integer, a.workgroup_size, "--workgroup-size")
     if a.tile_size ~= nil and a.tile_size ~= "auto" then positive_integer(a.tile_size, "--tile-size") end
     check_starts_syntax(a.starts)
+    device_entries(a.device)
     local tile_options = {}
     if a.tile_size then tile_options[#tile_options + 1] = "--tile-size" end
     if a.l2_bytes then tile_options[#tile_options + 1] = "--l2-bytes" end
@@ -497,7 +560,9 @@ local function build_parser()
     run:option("--starts", "Starting items: A:B (A <= s < B) or i,j,k. Default: every item.")
     run:option("--length", "Items per sequence, 1..N. Default: N (a full ordering).")
     run:option("--batch", "Sequences per GPU batch. Default: from the device's limits.")
-    run:option("--device", "Device index or name substring (see 'divgpu info'). Default: a discrete GPU.")
+    run:option("--device", "Device index or name substring (see 'divgpu info'); all (every GPU); or a list "
+        .. "0,1 (the sequences are split across them, same output; naming one device twice opens two "
+        .. "contexts on it). Default: a discrete GPU.")
     run:option("--target-ms", "GPU time each submission aims at, in milliseconds (90: a tenfold rise in cost "
         .. "still keeps the two chunks in flight under a second).", "90")
     run:option("--method", "auto (gram where G and the state fit the device's memory, else direct), "

@@ -63,8 +63,23 @@ function _M.choose_method(ctx, e, opts, sequences)
     return gram.choose(ctx, e, { sequences = sequences, memory_budget = opts.memory_budget })
 end
 
+--- A short sleep (LuaJIT's ffi: usleep), used while polling several devices'
+--- fences; nil where ffi is unavailable (then the driver waits on one device).
+local sleep = (function()
+    local ok, ffi = pcall(require, "ffi")
+    if not ok then return nil end
+    pcall(ffi.cdef, "int usleep(unsigned int usec);")
+    return function(seconds) ffi.C.usleep(seconds * 1e6) end
+end)()
+local POLL_SECONDS = 0.0002  -- 0.2 ms: a few per mille of a 90 ms submission
+
 --- driver.run(opts) -> result, stats. opts:
----   ctx, embeddings, starts (u32 array), length        required
+---   ctx, embeddings, starts (u32 array), length        required (ctx, or contexts)
+---   contexts       a list of contexts (several devices, or several contexts on
+---                  one): the batches are dealt to them as each becomes free,
+---                  every device keeps its own submissions in flight, and the
+---                  result is the same bytes as one device's (each sequence
+---                  depends only on its start). stats.devices has each one's share.
 ---   method         "auto" (default) | "direct" | "gram" (SPEC section 8). auto
 ---                  picks gram where G and the state fit the device's memory
 ---                  (memory_budget: bytes, to plan for less), else direct;
@@ -72,8 +87,12 @@ end
 ---   shape, precision, tile_size, layout, workgroup_size, spirv  passed to vk_compute.job
 ---   window_capacity, g_block_rows, gram_defines (and layout, workgroup_size,
 ---                  spirv)  passed to gram.job
----   job            a job made earlier with vk_compute.job or gram.job (instead of the above)
----   batch          sequences per batch (default: from the device's limits)
+---   job            a job made earlier with vk_compute.job or gram.job (instead of
+---                  the above; one context only)
+---   jobs           a list of such jobs, one per context (instead of ctx,
+---                  contexts and job): each device runs its own
+---   batch          sequences per batch (default: from the devices' limits, and at
+---                  least one batch per device)
 ---   in_flight      submissions kept in flight (default 2): the CPU records
 ---                  chunk n+1 while the GPU runs chunk n
 ---   target_seconds GPU time each submission aims at (default
@@ -90,8 +109,10 @@ end
 ---                  figures for this chunk, from batch:chunk_stats(rec), where the
 ---                  job provides it)
 ---   on_batch       function(first, count, sequences) called after each batch, in
----                  order: rows [first, first + count) of starts (0-based) as a u32
----                  array [count][length]. Only one batch is then held in memory
+---                  the order of the starts (with several devices a batch that
+---                  finishes early waits for those before it): rows [first, first + count) of starts (0-based) as a u32
+---                  array [count][length]. Only the batches in progress (and any waiting for an
+---                  earlier one) are then held in memory
 ---                  and run returns nil for the result (a full ordering of 100,000
 ---                  items would be 40 GB).
 ---   stop           function() polled between chunks (and before each batch); once
@@ -101,9 +122,74 @@ end
 ---                  (stats.sequences: how many were finished)
 ---   exact_underflow  false turns off the exact underflow path
 ---                  (vk.underflow_defines): tests only, the output may differ
+--- One device's job: the method's own (the bytes are the same either way).
+local function make_job(ctx, e, opts, method)
+    if method == "gram" then
+        return gram.job(ctx, e, {
+            layout = opts.layout, workgroup_size = opts.workgroup_size, window_capacity = opts.window_capacity,
+            g_block_rows = opts.g_block_rows, defines = opts.gram_defines, spirv = opts.spirv,
+            memory_budget = opts.memory_budget, exact_underflow = opts.exact_underflow })
+    end
+    return vk.job(ctx, e, {
+        shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,
+        spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size,
+        exact_underflow = opts.exact_underflow })
+end
+
+--- The contexts a run uses (opts.ctx or opts.contexts); raises on misuse.
+local function contexts_of(opts)
+    local contexts = opts.contexts
+    if opts.jobs ~= nil then
+        if opts.ctx ~= nil or contexts ~= nil or opts.job ~= nil then
+            error("driver.run: jobs comes with its own contexts: give jobs, ctx, contexts or job, one of them", 3)
+        end
+        if type(opts.jobs) ~= "table" or #opts.jobs == 0 then error("driver.run: jobs must be a non-empty list of jobs", 3) end
+        contexts = {}
+        for i, job in ipairs(opts.jobs) do
+            if type(job) ~= "table" or type(job.ctx) ~= "userdata" then
+                error("driver.run: jobs[" .. i .. "] is not a job made by vk_compute.job or gram.job", 3)
+            end
+            contexts[i] = job.ctx
+        end
+        return contexts
+    end
+    if contexts == nil then
+        if type(opts.ctx) ~= "userdata" then error("driver.run: ctx is required", 3) end
+        return { opts.ctx }
+    end
+    if opts.ctx ~= nil then error("driver.run: give ctx or contexts, not both", 3) end
+    if type(contexts) ~= "table" or #contexts == 0 then
+        error("driver.run: contexts must be a non-empty list of contexts", 3)
+    end
+    for i, c in ipairs(contexts) do
+        if type(c) ~= "userdata" then error("driver.run: contexts[" .. i .. "] is not a context", 3) end
+    end
+    if opts.job and #contexts > 1 then
+        error("driver.run: a job belongs to one context; with several, the driver makes one per context", 3)
+    end
+    return contexts
+end
+
+--- The batch size: the caller's, or the largest every device's limits allow,
+--- made equal across batches, with at least one batch per device.
+local function plan_batches(lanes, total, ring, asked)
+    if asked then
+        if asked < 1 then error("driver.run: batch must be >= 1", 3) end
+        return min(asked, total)
+    end
+    local size = math.huge
+    for _, lane in ipairs(lanes) do size = min(size, lane.job:max_batch(ring)) end
+    size = min(size, total)
+    -- Equal batches (a last batch of a few sequences would cost as many
+    -- dependent steps as a full one), as many as a multiple of the devices.
+    local count = ceil(total / size)
+    count = min(total, ceil(count / #lanes) * #lanes)
+    return ceil(total / count)
+end
+
 function _M.run(opts)
     local e, starts, length = opts.embeddings, opts.starts, opts.length
-    if type(opts.ctx) ~= "userdata" then error("driver.run: ctx is required", 2) end
+    local contexts = contexts_of(opts)
     if type(starts) ~= "userdata" then error("driver.run: starts must be a u32 array", 2) end
     local in_flight = opts.in_flight or 2
     if type(in_flight) ~= "number" or in_flight < 1 or in_flight % 1 ~= 0 then
@@ -112,49 +198,55 @@ function _M.run(opts)
     divgpu.check_job(e, starts, length)
     local now_ = _M.now
     local t0 = now_()
-    local method, method_reason = _M.choose_method(opts.ctx, e, opts, #starts)
-    local job = opts.job
-    if not job and method == "gram" then
-        job = gram.job(opts.ctx, e, {
-            layout = opts.layout, workgroup_size = opts.workgroup_size, window_capacity = opts.window_capacity,
-            g_block_rows = opts.g_block_rows, defines = opts.gram_defines, spirv = opts.spirv,
-            memory_budget = opts.memory_budget, exact_underflow = opts.exact_underflow })
-    elseif not job then
-        job = vk.job(opts.ctx, e, {
-            shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,
-            spirv = opts.spirv, name = opts.shader_name, workgroup_size = opts.workgroup_size,
-            exact_underflow = opts.exact_underflow })
+    local total = #starts
+    -- A lane per context: its job, and the batch it is working on.
+    local lanes = {}
+    for d, ctx in ipairs(contexts) do
+        local given = opts.jobs and opts.jobs[d] or opts.job
+        local method, reason = _M.choose_method(ctx, e, given and { job = given } or opts, ceil(total / #contexts))
+        local job = given or make_job(ctx, e, opts, method)
+        lanes[d] = { device = d, ctx = ctx, job = job, method = job.method or "direct", reason = reason,
+                     queue = {}, head = 1, tail = 0,
+                     share = { name = ctx.info.name, method = job.method or "direct", sequences = 0, batches = 0,
+                               chunks = 0, gpu_seconds = 0, build_seconds = job.build_seconds } }
     end
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
     -- ring / in_flight steps.
     local ring = min(opts.ring or DEFAULT_RING, max(1, length) * in_flight)
     ring = max(ring, in_flight)
     local chunk_cap = floor(ring / in_flight)
-    local total = #starts
-    local batch_size = opts.batch or job:max_batch(ring)
-    if batch_size < 1 then error("driver.run: batch must be >= 1", 2) end
-    batch_size = min(batch_size, total)
-    if not opts.batch then
-        -- Equal batches: a last batch of a few sequences would cost as many
-        -- dependent steps as a full one.
-        batch_size = ceil(total / ceil(total / batch_size))
-    end
+    local batch_size = plan_batches(lanes, total, ring, opts.batch)
     local on_batch, stop = opts.on_batch, opts.stop
     local result = not on_batch and divgpu.array("u32", total * length) or nil
     local batches = ceil(total / batch_size)
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size, sequences = 0,
-                    workgroup_size = job.workgroup_size, chunk_sizes = {},
-                    method = job.method or "direct", method_reason = method_reason,
-                    underflow = job.underflow_note }
-    if stats.method == "gram" then
-        stats.build_seconds = job.build_seconds
-        stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
-                       window_histogram = gram.empty_histogram() }
+                    workgroup_size = lanes[1].job.workgroup_size, chunk_sizes = {},
+                    method = lanes[1].method, method_reason = lanes[1].reason,
+                    underflow = lanes[1].job.underflow_note, devices = {} }
+    for d, lane in ipairs(lanes) do
+        stats.devices[d] = lane.share
+        if lane.method ~= stats.method then stats.method = "mixed" end
+        if lane.job.build_seconds then stats.build_seconds = (stats.build_seconds or 0) + lane.job.build_seconds end
+        if lane.method == "gram" and not stats.gram then
+            stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
+                           window_histogram = gram.empty_histogram() }
+        end
     end
-    local steps_total, steps_done = batches * (length - 1), 0
-    for b = 0, batches - 1 do
+
+    local function poll_stop()
         if stop and not stats.stopped then stats.stopped = stop() or nil end
-        if stats.stopped then break end
+        return stats.stopped
+    end
+
+    -- Batches are dealt in order to whichever lane is free, and delivered in
+    -- order: one that finishes early waits in `finished` for those before it.
+    local next_batch, next_delivery, finished = 0, 0, {}
+    local steps_total, steps_done = batches * (length - 1), 0
+
+    local function start_batch(lane)
+        if next_batch >= batches or poll_stop() then return end
+        local b = next_batch
+        next_batch = b + 1
         local first = b * batch_size
         local count = min(batch_size, total - first)
         -- This batch's rows: in the whole result, or an array of its own when streamed.
@@ -166,57 +258,40 @@ function _M.run(opts)
             ids[i] = s
             out[(row0 + i - 1) * length + 1] = s  -- step 0 is the start itself
         end
-        local batch = job:batch(ids, ring, in_flight)
-        local controller = ChunkController.new{
+        lane.b, lane.first, lane.count, lane.out, lane.row0 = b, first, count, out, row0
+        lane.batch = lane.job:batch(ids, ring, in_flight)
+        lane.controller = ChunkController.new{
             target_seconds = opts.target_seconds or _M.DEFAULT_TARGET_SECONDS,
             max_iterations = chunk_cap,
         }
-        -- A queue of submitted chunks, oldest first.
-        local queue, head, tail = {}, 1, 0
-        local next_step, free = 1, 1
-        while next_step < length or head <= tail do
-            -- Keep up to in_flight chunks on the GPU.
-            while next_step < length and tail - head + 1 < in_flight and not stats.stopped do
-                local n = controller:next_chunk(length - next_step)
-                local rec = batch.recorders[free]
-                free = free % in_flight + 1
-                batch:record(next_step, n, rec)
-                batch:submit(rec)
-                tail = tail + 1
-                queue[tail] = { rec = rec, first = next_step, n = n, wall = now_() }
-                next_step = next_step + n
-            end
-            if head > tail then break end  -- stopped, nothing in flight
-            local c = queue[head]
-            queue[head] = nil
-            head = head + 1
-            local gpu = batch:wait(c.rec)
-            local seconds = gpu or (now_() - c.wall)
-            controller:observe(c.n, seconds)
-            stats.gpu_seconds = stats.gpu_seconds + seconds
-            stats.chunks = stats.chunks + 1
-            stats.chunk_sizes[#stats.chunk_sizes + 1] = c.n
-            divgpu.store_winners(out, batch:winners(), row0, count, ring, c.first, c.n, length)
-            steps_done = steps_done + c.n
-            if opts.on_chunk then
-                local t = now_()
-                opts.on_chunk{ device = 1, batch = b + 1, first_step = c.first, steps = c.n, sequences = count,
-                               gpu_seconds = seconds, wall_seconds = t - c.wall, elapsed = t - t0,
-                               gram = batch.chunk_stats and batch:chunk_stats(c.rec) or nil }
-            end
-            if opts.on_progress then
-                opts.on_progress{ batch = b + 1, batches = batches, step = c.first + c.n, length = length,
-                                  done = steps_done, total = steps_total, elapsed = now_() - t0,
-                                  chunk = c.n, sequences_total = total,
-                                  sequences = stats.sequences + (c.first + c.n >= length and count or 0) }
-            end
-            if stop and not stats.stopped then stats.stopped = stop() or nil end
+        lane.next_step, lane.free = 1, 1
+    end
+
+    -- Keeps up to in_flight chunks of the lane's batch on its device.
+    local function fill(lane)
+        local batch = lane.batch
+        while lane.next_step < length and lane.tail - lane.head + 1 < in_flight and not stats.stopped do
+            local n = lane.controller:next_chunk(length - lane.next_step)
+            local rec = batch.recorders[lane.free]
+            lane.free = lane.free % in_flight + 1
+            batch:record(lane.next_step, n, rec)
+            batch:submit(rec)
+            lane.tail = lane.tail + 1
+            lane.queue[lane.tail] = { rec = rec, first = lane.next_step, n = n, wall = now_() }
+            lane.next_step = lane.next_step + n
         end
-        if next_step < length then break end  -- stopped mid-batch: the batch is dropped
+    end
+
+    -- The lane's batch is over: kept if all its steps ran (a batch stopped
+    -- midway is dropped), then every batch now in order is delivered.
+    local function end_batch(lane)
+        local batch = lane.batch
+        lane.batch = nil
+        if lane.next_step < length then return end
         if batch.stats then
             -- The filter's windows and fallbacks, summed over batches.
             local g, bs = stats.gram, batch:stats()
-            g.steps = g.steps + count * (length - 1)
+            g.steps = g.steps + lane.count * (length - 1)
             g.window_total = g.window_total + bs.window_total
             g.window_ones = g.window_ones + bs.window_ones
             g.fallbacks = g.fallbacks + bs.fallbacks
@@ -224,8 +299,85 @@ function _M.run(opts)
             g.max_ratio = max(g.max_ratio, bs.max_ratio)
             for k, c in ipairs(bs.window_histogram) do g.window_histogram[k] = g.window_histogram[k] + c end
         end
-        stats.sequences = stats.sequences + count
-        if on_batch then on_batch(first, count, out) end
+        lane.share.sequences = lane.share.sequences + lane.count
+        lane.share.batches = lane.share.batches + 1
+        finished[lane.b] = { first = lane.first, count = lane.count, out = lane.out }
+        while finished[next_delivery] do
+            local f = finished[next_delivery]
+            finished[next_delivery] = nil
+            next_delivery = next_delivery + 1
+            stats.sequences = stats.sequences + f.count
+            if on_batch then on_batch(f.first, f.count, f.out) end
+        end
+    end
+
+    -- Takes the lane's oldest chunk (done, or waited for) into the output.
+    local function complete(lane)
+        local c = lane.queue[lane.head]
+        lane.queue[lane.head] = nil
+        lane.head = lane.head + 1
+        local batch = lane.batch
+        local gpu = batch:wait(c.rec)
+        local seconds = gpu or (now_() - c.wall)
+        lane.controller:observe(c.n, seconds)
+        stats.gpu_seconds = stats.gpu_seconds + seconds
+        stats.chunks = stats.chunks + 1
+        stats.chunk_sizes[#stats.chunk_sizes + 1] = c.n
+        lane.share.chunks = lane.share.chunks + 1
+        lane.share.gpu_seconds = lane.share.gpu_seconds + seconds
+        divgpu.store_winners(lane.out, batch:winners(), lane.row0, lane.count, ring, c.first, c.n, length)
+        steps_done = steps_done + c.n
+        local t = now_()
+        if opts.on_chunk then
+            opts.on_chunk{ device = lane.device, batch = lane.b + 1, first_step = c.first, steps = c.n,
+                           sequences = lane.count, gpu_seconds = seconds, wall_seconds = t - c.wall,
+                           elapsed = t - t0, gram = batch.chunk_stats and batch:chunk_stats(c.rec) or nil }
+        end
+        local b = lane.b
+        if lane.next_step >= length and lane.head > lane.tail then end_batch(lane) end
+        if opts.on_progress then
+            opts.on_progress{ batch = b + 1, batches = batches, step = c.first + c.n, length = length,
+                              done = steps_done, total = steps_total, elapsed = t - t0, chunk = c.n,
+                              device = lane.device, sequences_total = total, sequences = stats.sequences }
+        end
+        poll_stop()
+    end
+
+    -- The lane whose oldest chunk is done first. One lane: wait on it. Several:
+    -- poll their fences so that no device waits on another's; past a context's
+    -- fence timeout, wait on that chunk (the bounded wait then reports it).
+    local function next_done()
+        local oldest
+        for _, lane in ipairs(lanes) do
+            if lane.head <= lane.tail and (not oldest or lane.queue[lane.head].wall < oldest.queue[oldest.head].wall) then
+                oldest = lane
+            end
+        end
+        if #lanes == 1 or not sleep then return oldest end
+        while true do
+            for _, lane in ipairs(lanes) do
+                if lane.head <= lane.tail and lane.queue[lane.head].rec:done() then return lane end
+            end
+            if now_() - oldest.queue[oldest.head].wall > oldest.ctx.timeout then return oldest end
+            sleep(POLL_SECONDS)
+        end
+    end
+
+    while true do
+        local busy = false
+        for _, lane in ipairs(lanes) do
+            if not lane.batch then start_batch(lane) end
+            if lane.batch then
+                fill(lane)
+                -- Nothing in flight: a batch of length 1, or one stopped midway.
+                if lane.head > lane.tail then end_batch(lane) else busy = true end
+            end
+        end
+        if not busy then
+            if stats.stopped or next_batch >= batches then break end
+        else
+            complete(next_done())
+        end
     end
     stats.wall_seconds = now_() - t0
     if stats.stopped then return nil, stats end
