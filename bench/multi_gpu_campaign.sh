@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Several GPUs in one process, on the two-H200 device machine (kind
+# nvidia-h200-x2; ../shared/DEVICE.md's recipe):
+#   bash bench/multi_gpu_campaign.sh sanity   info; 2 devices vs 1 on a small job (cmp)
+#   bash bench/multi_gpu_campaign.sh gram     all 8,359 starts, full length, gram: 1 device vs
+#                                             --device all, PAIRS alternating pairs (default 3)
+#   bash bench/multi_gpu_campaign.sh direct   seed batch (3,584 starts), full length, direct:
+#                                             1 device vs --device all, DIRECT_PAIRS pairs (default 1)
+# Every 2-device cache is compared byte for byte (cmp) with its 1-device one.
+# Scaling efficiency = T(1 device) / (2 x T(2 devices)) from each run's own
+# "done in S s wall" (from driver.run's start: jobs made, G built, every batch
+# written; the table's loading apart), per pair; summary in $OUT/scaling.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/divgpu-out}
+LOGS=${LOGS:-/tmp/divgpu-logs}
+mkdir -p "$OUT" "$LOGS"
+source bench/campaign_lib.sh
+
+identical() {  # identical A B: cmp of the two caches
+    if cmp -s "/tmp/$1.json" "/tmp/$2.json"; then r="byte-identical"; else r="DIFFERENT"; fi
+    echo "  $1 vs $2: $r" | tee -a "$OUT/compare.txt"
+}
+
+pairs() {  # pairs NAME STARTS METHOD COUNT [extra...]: alternating 1-device / all-device runs
+    local name=$1 starts=$2 method=$3 count=$4; shift 4
+    for p in $(seq 1 "$count"); do
+        divgpu_run "${name}_1dev_$p" "$SEED" "$starts" 8359 "$method" --device 0 "$@"
+        divgpu_run "${name}_2dev_$p" "$SEED" "$starts" 8359 "$method" --device all "$@"
+        identical "${name}_1dev_$p" "${name}_2dev_$p"
+    done
+}
+
+for mode in "${@:-sanity}"; do
+echo "== $mode"
+case "$mode" in
+sanity)
+    nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv | tee "$OUT/gpus.txt"
+    bin/divgpu info | tee "$LOGS/info.txt"
+    SEED=$(table 8359)
+    divgpu_run small_1dev "$SEED" 0:64 300 gram --device 0
+    divgpu_run small_2dev "$SEED" 0:64 300 gram --device all --batch 16
+    identical small_1dev small_2dev
+    divgpu_run small_direct_2dev "$SEED" 0:64 300 direct --device all --batch 16
+    identical small_1dev small_direct_2dev
+    ;;
+gram)
+    SEED=$(table 8359)
+    pairs gram_all 0:8359 gram "${PAIRS:-3}"
+    ;;
+direct)
+    SEED=$(table 8359)
+    pairs direct_seed 0:3584 direct "${DIRECT_PAIRS:-1}" --layout columns
+    ;;
+esac
+done
+
+# Per pair: T1 / (2 T2) from each run's "done in" line.
+python3 - "$LOGS" <<'PY' | tee "$OUT/scaling.txt"
+import glob, os, re, statistics, sys
+logs = sys.argv[1]
+done = {}
+for path in glob.glob(os.path.join(logs, "*.log")):
+    m = re.search(r"done in ([0-9.]+) s wall, ([0-9.]+) s GPU", open(path).read())
+    if m:
+        done[os.path.basename(path)[:-4]] = (float(m.group(1)), float(m.group(2)))
+for job in ("gram_all", "direct_seed"):
+    rows = []
+    p = 1
+    while f"{job}_1dev_{p}" in done and f"{job}_2dev_{p}" in done:
+        (w1, g1), (w2, g2) = done[f"{job}_1dev_{p}"], done[f"{job}_2dev_{p}"]
+        rows.append((w1, w2, w1 / (2 * w2)))
+        print(f"{job} pair {p}: 1 device {w1:.3f} s wall ({g1:.3f} GPU), 2 devices {w2:.3f} s wall "
+              f"({g2:.3f} GPU summed), speed-up {w1 / w2:.3f}, efficiency {w1 / (2 * w2):.3f}")
+        p += 1
+    if rows:
+        eff = [r[2] for r in rows]
+        print(f"{job}: {len(rows)} pair(s), efficiency median {statistics.median(eff):.3f} "
+              f"(range {min(eff):.3f}..{max(eff):.3f})")
+PY
