@@ -19,7 +19,7 @@ timed() {
     local wall
     wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
     printf '{"job": "%s", "rc": %d, "wall_seconds": %s}\n' "$name" "$rc" "$wall" | tee -a "$OUT/results.jsonl"
-    { grep -E "divgpu: (method|done|gram|device)|seconds|identical" "$LOGS/$name.log"; tail -n 2 "$LOGS/$name.out"; } \
+    { grep -E "divgpu: (method|done|gram|device|wall time)|seconds|identical" "$LOGS/$name.log"; tail -n 2 "$LOGS/$name.out"; } \
         | sed "s/^/  $name: /" | tee -a "$OUT/summary.txt"
 }
 

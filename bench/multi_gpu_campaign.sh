@@ -4,6 +4,8 @@
 #   bash bench/multi_gpu_campaign.sh sanity   info; 2 devices vs 1 on a small job (cmp)
 #   bash bench/multi_gpu_campaign.sh gram     all 8,359 starts, full length, gram: 1 device vs
 #                                             --device all, PAIRS alternating pairs (default 3)
+#   bash bench/multi_gpu_campaign.sh overhead the wall time's breakdown, 1 and 2 devices (and
+#                                             OLD_LUA=dir: an older driver's Lua, alternating)
 #   bash bench/multi_gpu_campaign.sh direct   seed batch (3,584 starts), full length, direct:
 #                                             1 device vs --device all, DIRECT_PAIRS pairs (default 1)
 # Every 2-device cache is compared byte for byte (cmp) with its 1-device one.
@@ -51,6 +53,21 @@ gram)
 direct)
     SEED=$(table 8359)
     pairs direct_seed 0:3584 direct "${DIRECT_PAIRS:-1}" --layout columns
+    ;;
+overhead)
+    # Where the wall time goes (the "wall time:" line), the driver before
+    # several devices (its Lua in $OLD_LUA, if given) against this one, alternating.
+    SEED=$(table 8359)
+    for p in 1 2; do
+        if [ -n "${OLD_LUA:-}" ]; then
+            timed "old_gram_all_$p" env LUA_PATH="$OLD_LUA/?.lua;lua/?.lua;$LUA_PATH" luajit -e \
+                'os.exit(require("divgpu.cli").main(arg))' /dev/null run --embeddings "$SEED" --starts 0:8359 \
+                --method gram --out "/tmp/old_gram_all_$p.json"
+        fi
+        divgpu_run "gram_all_1dev_o$p" "$SEED" 0:8359 8359 gram --device 0
+        divgpu_run "gram_all_2dev_o$p" "$SEED" 0:8359 8359 gram --device all
+    done
+    grep -h "wall time" "$LOGS"/*_o*.log "$LOGS"/old_*.log 2>/dev/null | tee -a "$OUT/overhead.txt"
     ;;
 esac
 done

@@ -123,3 +123,25 @@ describe("signals", function()
         h.assert_no_validation_messages()
     end)
 end)
+
+describe("the checkpoint's writer thread", function()
+    it("append returns before the commit; the next read waits for it, and a failed commit is raised", function()
+        local dir = h.tmpdir()
+        local starts = h.range(0, 6)
+        local out = dir .. "/cache.json"
+        local cp = divgpu.checkpoint(out, { contract = "fp32", table = e, length = L, starts = starts })
+        local mirror = divgpu.mirror(e, starts, L)
+        local first3 = divgpu.array("u32", 3 * L)
+        for i = 1, 3 * L do first3[i] = mirror[i] end
+        cp:append(first3)
+        assert.are.equal(3, cp.done)  -- waits for the commit, then reads it
+        -- A commit that cannot finish (its folder gone): append itself returns,
+        -- the error comes with the next read, naming the file.
+        assert(os.execute("rm -rf '" .. cp.path .. "'") == 0)
+        cp:append(first3)
+        local ok, err = pcall(function() return cp.done end)
+        assert.is_false(ok)
+        assert.matches("state.json", tostring(err))
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+end)

@@ -276,13 +276,16 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     end
     local workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size")
     divgpu.catch_signals(true)
+    local delivered = 0
     local ok, err, stats = pcall(driver.run, {
         contexts = contexts, embeddings = e, starts = rest, length = length, batch = batch, method = method,
         shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
         target_seconds = target_ms / 1000, on_progress = show, workgroup_size = workgroup_size,
         -- Each finished batch goes to the checkpoint (synced) before the next starts.
-        on_batch = function(first, _, sequences)
-            assert(resumed + first == cp.done, "batches arrive in order")
+        -- (cp:append commits in a writer thread: the devices go on meanwhile.)
+        on_batch = function(first, count, sequences)
+            assert(first == delivered, "batches arrive in order")
+            delivered = delivered + count
             cp:append(sequences)
         end,
         stop = divgpu.interrupted,
@@ -338,7 +341,13 @@ local function cmd_run(a)
     if not a.quiet and stats then
         io_stderr:write(string_format(
             "divgpu: done in %.2f s wall, %.2f s GPU%s, %d batch(es) of up to %d, %d submissions\n",
-            stats.wall_seconds, stats.gpu_seconds, #stats.devices > 1 and " (summed over the devices)" or "", stats.batches, stats.batch_size, stats.chunks))
+            stats.wall_seconds, stats.gpu_seconds, #stats.devices > 1 and " (summed over the devices)" or "",
+            stats.batches, stats.batch_size, stats.chunks))
+        io_stderr:write(string_format("divgpu: wall time: %.2f s making the jobs%s, %.2f s making batches, "
+            .. "%.2f s waiting for the GPU%s, %.2f s recording and reading back\n", stats.jobs_seconds,
+            stats.method == "gram" and " (tables uploaded, G built)" or " (tables uploaded)", stats.batch_setup_seconds,
+            stats.wait_seconds, #stats.devices > 1 and "s" or "",
+            stats.wall_seconds - stats.jobs_seconds - stats.batch_setup_seconds - stats.wait_seconds))
         if #stats.devices > 1 then
             for d, share in ipairs(stats.devices) do
                 io_stderr:write(string_format("divgpu: device %d (%s): %d sequences in %d batch(es), %.2f s GPU%s\n",

@@ -80,6 +80,9 @@ local POLL_SECONDS = 0.0002  -- 0.2 ms: a few per mille of a 90 ms submission
 ---                  every device keeps its own submissions in flight, and the
 ---                  result is the same bytes as one device's (each sequence
 ---                  depends only on its start). stats.devices has each one's share.
+---                  stats.jobs_seconds, batch_setup_seconds, wait_seconds: the
+---                  wall time spent making jobs, making batches, and waiting on
+---                  the GPUs (the rest is recording and reading back)
 ---   method         "auto" (default) | "direct" | "gram" (SPEC section 8). auto
 ---                  picks gram where G and the state fit the device's memory
 ---                  (memory_budget: bytes, to plan for less), else direct;
@@ -210,6 +213,7 @@ function _M.run(opts)
                      share = { name = ctx.info.name, method = job.method or "direct", sequences = 0, batches = 0,
                                chunks = 0, gpu_seconds = 0, build_seconds = job.build_seconds } }
     end
+    local jobs_seconds = now_() - t0
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
     -- ring / in_flight steps.
     local ring = min(opts.ring or DEFAULT_RING, max(1, length) * in_flight)
@@ -222,7 +226,10 @@ function _M.run(opts)
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size, sequences = 0,
                     workgroup_size = lanes[1].job.workgroup_size, chunk_sizes = {},
                     method = lanes[1].method, method_reason = lanes[1].reason,
-                    underflow = lanes[1].job.underflow_note, devices = {} }
+                    underflow = lanes[1].job.underflow_note, devices = {},
+                    -- Where the wall time went on the CPU's side: making the jobs
+                    -- (tables uploaded, G built), making batches, blocked waiting.
+                    jobs_seconds = jobs_seconds, batch_setup_seconds = 0, wait_seconds = 0 }
     for d, lane in ipairs(lanes) do
         stats.devices[d] = lane.share
         if lane.method ~= stats.method then stats.method = "mixed" end
@@ -259,7 +266,9 @@ function _M.run(opts)
             out[(row0 + i - 1) * length + 1] = s  -- step 0 is the start itself
         end
         lane.b, lane.first, lane.count, lane.out, lane.row0 = b, first, count, out, row0
+        local t = now_()
         lane.batch = lane.job:batch(ids, ring, in_flight)
+        stats.batch_setup_seconds = stats.batch_setup_seconds + (now_() - t)
         lane.controller = ChunkController.new{
             target_seconds = opts.target_seconds or _M.DEFAULT_TARGET_SECONDS,
             max_iterations = chunk_cap,
@@ -317,7 +326,9 @@ function _M.run(opts)
         lane.queue[lane.head] = nil
         lane.head = lane.head + 1
         local batch = lane.batch
+        local waited = now_()
         local gpu = batch:wait(c.rec)
+        stats.wait_seconds = stats.wait_seconds + (now_() - waited)
         local seconds = gpu or (now_() - c.wall)
         lane.controller:observe(c.n, seconds)
         stats.gpu_seconds = stats.gpu_seconds + seconds
@@ -354,9 +365,13 @@ function _M.run(opts)
             end
         end
         if #lanes == 1 or not sleep then return oldest end
+        local polled = now_()
         while true do
             for _, lane in ipairs(lanes) do
-                if lane.head <= lane.tail and lane.queue[lane.head].rec:done() then return lane end
+                if lane.head <= lane.tail and lane.queue[lane.head].rec:done() then
+                    stats.wait_seconds = stats.wait_seconds + (now_() - polled)
+                    return lane
+                end
             end
             if now_() - oldest.queue[oldest.head].wall > oldest.ctx.timeout then return oldest end
             sleep(POLL_SECONDS)

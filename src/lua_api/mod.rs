@@ -361,7 +361,7 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
             let header = cache_header(&o, &table.0)?;
             let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
             let cp = Checkpoint::open(&out, &header, starts.as_u32("starts")?, restart)?;
-            Ok(CheckpointHandle(Some(cp)))
+            Ok(CheckpointHandle::new(cp))
         })?,
     )?;
 
