@@ -311,3 +311,36 @@ describe("GPU object misuse", function()
         assert.are.equal(2.5, ctx.timeout)
     end)
 end)
+
+describe("store_winners", function()
+    teardown(h.assert_no_validation_messages)
+
+    -- A ring [2][4] holding step t of row r as 100 r + t (slot t % 4).
+    local ring = divgpu.array("u32", { 4, 1, 2, 3, 104, 101, 102, 103 })
+    local function stored(source)
+        local out = divgpu.array("u32", 2 * 6)
+        divgpu.store_winners(out, source, 0, 2, 4, 2, 3, 6)  -- steps 2, 3, 4
+        return out:to_table()
+    end
+
+    it("reads the same words from the mapped buffer as from an array, only the chunk's steps", function()
+        local buffer = h.ctx():buffer(8 * 4, "winners ring", "host")
+        buffer:write(ring)
+        local want = { 0, 0, 2, 3, 4, 0, 0, 0, 102, 103, 104, 0 }
+        assert.are.same(want, stored(ring))
+        assert.are.same(want, stored(buffer))
+        -- Twin: another ring's words give other rows.
+        buffer:write(divgpu.array("u32", { 9, 9, 9, 9, 9, 9, 9, 9 }))
+        assert.are_not.same(want, stored(buffer))
+    end)
+
+    it("refuses sizes past the buffer or the result", function()
+        local small = h.ctx():buffer(4 * 4, "short ring", "host")
+        local ok, err = pcall(divgpu.store_winners, divgpu.array("u32", 12), small, 0, 2, 4, 2, 3, 6)
+        assert.is_false(ok)
+        assert.matches("sizes do not fit", tostring(err))
+        ok, err = pcall(divgpu.store_winners, divgpu.array("u32", 11), ring, 0, 2, 4, 2, 3, 6)
+        assert.is_false(ok)
+        assert.matches("sizes do not fit", tostring(err))
+    end)
+end)

@@ -292,7 +292,7 @@ function _M.run(opts)
     end
 
     -- The lane's batch is over: kept if all its steps ran (a batch stopped
-    -- midway is dropped), then every batch now in order is delivered.
+    -- midway is dropped), to be delivered in order.
     local function end_batch(lane)
         local batch = lane.batch
         lane.batch = nil
@@ -311,6 +311,12 @@ function _M.run(opts)
         lane.share.sequences = lane.share.sequences + lane.count
         lane.share.batches = lane.share.batches + 1
         finished[lane.b] = { first = lane.first, count = lane.count, out = lane.out }
+    end
+
+    -- Hands every finished batch now in order to on_batch. Called once the
+    -- lanes have their next chunks queued: on_batch's work (the CLI copies the
+    -- batch to its checkpoint writer) then overlaps the GPUs'.
+    local function deliver()
         while finished[next_delivery] do
             local f = finished[next_delivery]
             finished[next_delivery] = nil
@@ -336,7 +342,9 @@ function _M.run(opts)
         stats.chunk_sizes[#stats.chunk_sizes + 1] = c.n
         lane.share.chunks = lane.share.chunks + 1
         lane.share.gpu_seconds = lane.share.gpu_seconds + seconds
-        divgpu.store_winners(lane.out, batch:winners(), lane.row0, lane.count, ring, c.first, c.n, length)
+        -- Straight from the mapped winners buffer: only this chunk's words are read.
+        divgpu.store_winners(lane.out, batch.winners_buffer or batch:winners(), lane.row0, lane.count, ring, c.first,
+                             c.n, length)
         steps_done = steps_done + c.n
         local t = now_()
         if opts.on_chunk then
@@ -388,12 +396,14 @@ function _M.run(opts)
                 if lane.head > lane.tail then end_batch(lane) else busy = true end
             end
         end
+        deliver()
         if not busy then
             if stats.stopped or next_batch >= batches then break end
         else
             complete(next_done())
         end
     end
+    deliver()
     stats.wall_seconds = now_() - t0
     if stats.stopped then return nil, stats end
     return result, stats

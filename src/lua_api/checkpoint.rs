@@ -4,9 +4,9 @@
 //! `append` commits in a writer thread and returns at once: formatting a batch
 //! of long sequences as JSON takes the CPU longer than a GPU chunk (2,787 ×
 //! 8,359 numbers: about half a second), and the driver's thread must go on
-//! feeding the devices meanwhile. One commit is in progress at a time; the
-//! next `append`, `finish` or any field waits for it (and raises its error),
-//! so what Lua reads is always what is on disk.
+//! feeding the devices meanwhile. Commits run one after another, in order (a
+//! second `append` chains behind the first); `finish` or any field waits for
+//! them all (and raises the first error), so what Lua reads is on disk.
 
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -58,15 +58,25 @@ impl UserData for CheckpointHandle {
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
         m.add_method("append", |_, this, sequences: UserDataRef<HostArray>| {
             let sequences = sequences.as_u32("sequences")?.to_vec();
-            this.with(|_| Ok(()))?;
             let mut slot = this.0.lock().map_err(|_| Error::Usage("checkpoint: poisoned".into()))?;
-            let Slot::Idle(mut cp) = std::mem::replace(&mut *slot, Slot::Finished) else {
-                return Err(Error::Usage("checkpoint: already finished".into()).into());
-            };
-            *slot = Slot::Writing(std::thread::spawn(move || {
-                let committed = cp.append(&sequences);
-                (cp, committed)
-            }));
+            // Chained behind the commit in progress (not waited for here: with
+            // several devices, two batches often finish together).
+            *slot = Slot::Writing(match std::mem::replace(&mut *slot, Slot::Finished) {
+                Slot::Idle(mut cp) => std::thread::spawn(move || {
+                    let committed = cp.append(&sequences);
+                    (cp, committed)
+                }),
+                Slot::Writing(previous) => std::thread::spawn(move || {
+                    let (mut cp, committed) = match previous.join() {
+                        Ok(done) => done,
+                        Err(_) => std::panic::resume_unwind(Box::new("checkpoint writer panicked")),
+                    };
+                    // After a failed commit nothing more is written: the error stays.
+                    let committed = committed.and_then(|()| cp.append(&sequences));
+                    (cp, committed)
+                }),
+                Slot::Finished => return Err(Error::Usage("checkpoint: already finished".into()).into()),
+            });
             Ok(())
         });
         m.add_method("finish", |_, this, ()| {

@@ -243,16 +243,18 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
     )?;
 
     // divgpu.store_winners(result, ring, first_row, rows, ring_size, first_step, steps, length)
-    // copies steps [first_step, first_step + steps) of a winners ring buffer
+    // copies steps [first_step, first_step + steps) of a winners ring
     // ([rows][ring_size], slot = step % ring_size) into result rows
-    // [first_row, first_row + rows) of a [count][length] result.
+    // [first_row, first_row + rows) of a [count][length] result. `ring` is a
+    // u32 array, or the host-visible winners buffer itself: then only the
+    // words needed are read, in place (the driver does this after every chunk).
     m.set(
         "store_winners",
         lua.create_function(
             |_,
              (mut result, ring, first_row, rows, ring_size, first_step, steps, length): (
                 UserDataRefMut<HostArray>,
-                UserDataRef<HostArray>,
+                mlua::AnyUserData,
                 usize,
                 usize,
                 usize,
@@ -260,23 +262,35 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
                 usize,
                 usize,
             )| {
-                let ring = ring.as_u32("ring")?;
                 let result = result.as_u32_mut("result")?;
-                // Checked: sizes come from Lua and must not wrap into a fit.
-                let fits = |a: Option<usize>, limit: usize| a.is_some_and(|a| a <= limit);
-                if steps > ring_size
-                    || !fits(first_step.checked_add(steps), length)
-                    || !fits(rows.checked_mul(ring_size), ring.len())
-                    || !fits(first_row.checked_add(rows).and_then(|r| r.checked_mul(length)), result.len())
-                {
-                    return Err(Error::Usage("store_winners(): sizes do not fit the arrays".into()).into());
-                }
-                for r in 0..rows {
-                    for t in first_step..first_step + steps {
-                        result[(first_row + r) * length + t] = ring[r * ring_size + t % ring_size];
+                let mut store = |ring: &[u32]| -> mlua::Result<()> {
+                    // Checked: sizes come from Lua and must not wrap into a fit.
+                    let fits = |a: Option<usize>, limit: usize| a.is_some_and(|a| a <= limit);
+                    if steps > ring_size
+                        || !fits(first_step.checked_add(steps), length)
+                        || !fits(rows.checked_mul(ring_size), ring.len())
+                        || !fits(first_row.checked_add(rows).and_then(|r| r.checked_mul(length)), result.len())
+                    {
+                        return Err(Error::Usage("store_winners(): sizes do not fit the arrays".into()).into());
                     }
+                    for r in 0..rows {
+                        for t in first_step..first_step + steps {
+                            result[(first_row + r) * length + t] = ring[r * ring_size + t % ring_size];
+                        }
+                    }
+                    Ok(())
+                };
+                if let Ok(buffer) = ring.borrow::<gpu::LuaBuffer>() {
+                    let words = rows.checked_mul(ring_size).and_then(|w| w.checked_mul(4)).unwrap_or(usize::MAX);
+                    let len = (words as u64).min(buffer.0.size);
+                    return buffer.0.with_mapped(0, len, |bytes| match bytemuck::try_cast_slice::<u8, u32>(bytes) {
+                        Ok(words) => store(words),
+                        // A mapping not 4-byte aligned (not seen): copy it first.
+                        Err(_) => store(&bytes.chunks_exact(4).map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]])).collect::<Vec<_>>()),
+                    })?;
                 }
-                Ok(())
+                let ring = ring.borrow::<HostArray>()?;
+                store(ring.as_u32("ring")?)
             },
         )?,
     )?;

@@ -135,6 +135,12 @@ impl Buffer {
     /// for the submission that wrote it (whose end barrier makes shader
     /// writes visible to the host).
     pub fn read_mapped(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        self.with_mapped(offset, len, |bytes| bytes.to_vec())
+    }
+
+    /// `f` on bytes [offset, offset + len) of a host-visible buffer's mapping,
+    /// read in place (no copy); the same conditions as `read_mapped`.
+    pub fn with_mapped<T>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
         let allocation = self
             .allocation
             .as_ref()
@@ -157,7 +163,7 @@ impl Buffer {
         // The mapping is at least `size` bytes, and `end <= size`.
         mapped
             .get(offset as usize..end as usize)
-            .map(|m| m.to_vec())
+            .map(f)
             .ok_or_else(|| Error::Device(format!("buffer '{}': mapping shorter than the buffer", self.name)))
     }
 
