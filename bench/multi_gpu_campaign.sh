@@ -58,11 +58,11 @@ overhead)
     # Where the wall time goes (the "wall time:" line), the driver before
     # several devices (its Lua in $OLD_LUA, if given) against this one, alternating.
     SEED=$(table 8359)
-    for p in 1 2; do
+    for p in $(seq 1 "${OVERHEAD_PAIRS:-2}"); do
         if [ -n "${OLD_LUA:-}" ]; then
             timed "old_gram_all_$p" env LUA_PATH="$OLD_LUA/?.lua;lua/?.lua;$LUA_PATH" luajit -e \
                 'os.exit(require("divgpu.cli").main(arg))' /dev/null run --embeddings "$SEED" --starts 0:8359 \
-                --method gram --out "/tmp/old_gram_all_$p.json"
+                --method gram --device 0 --out "/tmp/old_gram_all_$p.json"
         fi
         divgpu_run "gram_all_1dev_o$p" "$SEED" 0:8359 8359 gram --device 0
         divgpu_run "gram_all_2dev_o$p" "$SEED" 0:8359 8359 gram --device all
