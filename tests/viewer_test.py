@@ -19,17 +19,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 from PIL import Image
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = "assets/embeddings/all-MiniLM-L6-v2/embeddings.json"
-WAIT_S = 30
+WAIT_S = int(os.environ.get("VIEWER_WAIT_S", "30"))
 
 passed = failed = 0
 
@@ -97,7 +99,7 @@ def blank_problem(png):
 def find_cache(tmp):
     path = os.environ.get("VIEWER_CACHE") or os.path.join(ROOT, "diversity_cache.json")
     if os.path.exists(path):
-        return path, "the shipped cache" if "VIEWER_CACHE" not in os.environ else path
+        return path, path
     if not os.path.exists(os.path.join(ROOT, "build", "divgpu.so")):
         sys.exit("viewer_test: no diversity_cache.json in the repository root and no build/divgpu.so "
                  "to make a short one: run `make run` or `make build` first")
@@ -125,20 +127,25 @@ def bad_variants(site, cache, n):
     seqs[1][2] = n
     write("out_of_range.json", dict(small, sequences=seqs))
     write("not_cache.json", {"format": "something-else", "version": 1})
+    write("partial.json", small)  # valid: a cache of three starts
+    for name in ("viewer", "assets"):
+        os.symlink(os.path.join(ROOT, name), os.path.join(bad, name))
     write("short_titles.json", {"embeddings": [[1.0]] * n, "titles": ["a"] * (n - 1)})
     return [
-        ("a missing cache", "?cache=../bad/missing.json", ["../bad/missing.json", "HTTP 404"]),
-        ("a truncated cache", "?cache=../bad/truncated.json", ["../bad/truncated.json", "not valid JSON"]),
-        ("a cache whose num_items is not the titles'", "?cache=../bad/wrong_n.json",
+        ("a missing cache", "/viewer/?cache=../bad/missing.json", ["../bad/missing.json", "HTTP 404"]),
+        # /bad/ is a repository root without a cache.
+        ("a missing default cache", "/bad/viewer/", ["../diversity_cache.json", "HTTP 404", "make run"]),
+        ("a truncated cache", "/viewer/?cache=../bad/truncated.json", ["../bad/truncated.json", "not valid JSON"]),
+        ("a cache whose num_items is not the titles'", "/viewer/?cache=../bad/wrong_n.json",
          ["../bad/wrong_n.json", f"is for {n + 1} items", f"has {n}"]),
-        ("a cache of another table", "?cache=../bad/other_table.json",
+        ("a cache of another table", "/viewer/?cache=../bad/other_table.json",
          ["../bad/other_table.json", "computed from another table"]),
-        ("an item out of range", "?cache=../bad/out_of_range.json",
+        ("an item out of range", "/viewer/?cache=../bad/out_of_range.json",
          ["sequence 1, step 2", f"item {n} is out of range"]),
-        ("a JSON file that is not a cache", "?cache=../bad/not_cache.json", ["not a divgpu cache"]),
-        ("a table whose titles are one short", "?embeddings=../bad/short_titles.json",
+        ("a JSON file that is not a cache", "/viewer/?cache=../bad/not_cache.json", ["not a divgpu cache"]),
+        ("a table whose titles are one short", "/viewer/?embeddings=../bad/short_titles.json",
          ["../bad/short_titles.json", f"is not {n} strings"]),
-        ("a missing table", "?embeddings=../bad/nothing.json", ["../bad/nothing.json", "HTTP 404"]),
+        ("a missing table", "/viewer/?embeddings=../bad/nothing.json", ["../bad/nothing.json", "HTTP 404"]),
     ]
 
 
@@ -183,18 +190,23 @@ def state_is(driver, *states):
     return driver.find_element(By.TAG_NAME, "body").get_attribute("data-state")
 
 
-def choose_by_search(driver, item, titles):
-    """Types the item's heading, then clicks its entry in the type-ahead list."""
+def choose_by_search(driver, item, titles, keys=False):
+    """Types the item's heading, then picks its entry in the type-ahead list:
+    a click, or with `keys` the arrow keys and Enter."""
     heading = titles[item].rsplit(" — ", 1)[0]
-    for query in (heading, titles[item]):
+    for query in ((heading[:3],) if keys else ()) + (heading, titles[item]):
         box = driver.find_element(By.ID, "search")
         box.clear()
         box.send_keys(query)
         WebDriverWait(driver, WAIT_S).until(
             lambda d: d.find_elements(By.CSS_SELECTOR, "#matches li[data-item]"))
-        found = driver.find_elements(By.CSS_SELECTOR, f'#matches li[data-item="{item}"]')
-        if found:
-            found[0].click()
+        listed = [li.get_attribute("data-item") for li in driver.find_elements(By.CSS_SELECTOR, "#matches li")]
+        if str(item) in listed:
+            if keys:
+                # The first match is active after typing; the list wraps round.
+                box.send_keys(Keys.ARROW_DOWN * (len(listed) + listed.index(str(item))) + Keys.ENTER)
+            else:
+                driver.find_element(By.CSS_SELECTOR, f'#matches li[data-item="{item}"]').click()
             WebDriverWait(driver, WAIT_S).until(
                 lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-shown") == str(item))
             return None
@@ -271,8 +283,18 @@ def main():
             twin("the first five rows are the cache's sequence",
                  titles_problem(shown, expected_rows(by_start[other], titles, 5)))
 
+            png = driver.get_screenshot_as_png()  # before 'more' scrolls the page
+            length = cache["length"]
+            rows = len(driver.find_elements(By.CSS_SELECTOR, "#sequence tr"))
+            more = driver.find_element(By.ID, "more")
+            problem = None if rows == min(length, 200) and more.is_displayed() == (length > 200) else \
+                f"{rows} rows, 'more' shown: {more.is_displayed()}"
+            if problem is None and length > 200:
+                more.click()
+                rows = len(driver.find_elements(By.CSS_SELECTOR, "#sequence tr"))
+                problem = None if rows == min(length, 400) else f"{rows} rows after 'more'"
+            check(f"rows come 200 at a time ({length} in all)", problem)
             check("no console error on the good page", console_problem(driver.get_log("browser")))
-            png = driver.get_screenshot_as_png()
             check("the screenshot is not blank", blank_problem(png))
             if args.screenshot:
                 Image.open(io.BytesIO(png)).convert("RGB").quantize(64).save(args.screenshot, optimize=True)
@@ -292,8 +314,22 @@ def main():
                       titles_problem(shown_rows(driver, 5), expected_rows(by_start[second], titles, 5)))
             check("?start= opens on that start, no console error", console_problem(driver.get_log("browser")))
 
+            # A cache of some starts only: a start it lacks is said so; one it has shows.
+            absent = next(i for i in range(n) if i not in starts[:3])
+            driver.get(f"{base}/viewer/?cache=../bad/partial.json&start={absent}")
+            state_is(driver, "ready", "error")
+            note = driver.find_element(By.ID, "chosen-info").text
+            check("a start the cache lacks: the page says so and shows no rows",
+                  None if f"No sequence in this cache starts at item {absent}" in note
+                  and not driver.find_elements(By.CSS_SELECTOR, "#sequence tr") else note)
+            driver.get(f"{base}/viewer/?cache=../bad/partial.json&start={starts[1]}")
+            state_is(driver, "ready", "error")
+            check("a start the cache has shows its rows",
+                  titles_problem(shown_rows(driver, 5), expected_rows(by_start[starts[1]], titles, 5)))
+            check("a partial cache, no console error", console_problem(driver.get_log("browser")))
+
             for name, query, words in broken:
-                driver.get(f"{base}/viewer/{query}")
+                driver.get(base + query)
                 state = state_is(driver, "ready", "error")
                 text = driver.find_element(By.ID, "error").text
                 missing = [w for w in words if w not in text]
@@ -310,12 +346,20 @@ def main():
             driver.find_element(By.ID, "cache-file").send_keys(os.path.abspath(cache_path))
             driver.find_element(By.ID, "embeddings-file").send_keys(os.path.join(ROOT, TABLE))
             state = state_is(driver, "ready", "error")
-            check("the picked files load", None if state == "ready" else driver.find_element(By.ID, "error").text)
+            info = driver.find_element(By.ID, "info").text
+            check("the picked files load, the table's sha256 checked",
+                  None if state == "ready" and "the table the cache was computed from" in info
+                  else driver.find_element(By.ID, "error").text or info)
             if state == "ready":
-                choose_by_search(driver, other, titles)
+                check(f"from a file: URL, choosing item {other} with the arrow keys and Enter",
+                      choose_by_search(driver, other, titles, keys=True))
                 check("from a file: URL, a title search shows the expected first five",
                       titles_problem(shown_rows(driver, 5), expected_rows(by_start[other], titles, 5)))
             check("no console error from the file: URL", console_problem(driver.get_log("browser")))
+        except Exception:  # a timeout or a missing element: a failure, reported as one
+            body = driver.find_element(By.TAG_NAME, "body")
+            not_ok("the test ran to its end", f"at {driver.current_url}, state {body.get_attribute('data-state')}: "
+                   f"{body.text[:300]}\n{traceback.format_exc()}")
         finally:
             driver.quit()
             server.terminate()

@@ -26,13 +26,14 @@
     box.textContent = message;
     box.hidden = false;
     $("info").textContent = "Nothing loaded.";
+    $("files").open = true; // another way in
     document.body.dataset.state = "error";
     console.error("divgpu viewer: " + message);
   }
 
   class InputError extends Error {}
 
-  async function readUrl(url) {
+  async function readUrl(url, hint) {
     let response;
     try {
       response = await fetch(url);
@@ -40,7 +41,8 @@
       throw new InputError(`${url}: cannot be read (${e.message})`);
     }
     if (!response.ok) {
-      throw new InputError(`${url}: HTTP ${response.status} ${response.statusText}`.trim());
+      const why = `${url}: HTTP ${response.status} ${response.statusText}`.trim();
+      throw new InputError(response.status === 404 && hint ? `${why} (${hint})` : why);
     }
     return { name: url, bytes: await response.arrayBuffer() };
   }
@@ -355,7 +357,8 @@
     }
     const cacheUrl = params.get("cache") || DEFAULTS.cache;
     const tableUrl = params.get("embeddings") || DEFAULTS.embeddings;
-    load(() => readUrl(cacheUrl), () => readUrl(tableUrl));
+    load(() => readUrl(cacheUrl, params.get("cache") ? null : "make it with `make run`, or name another with ?cache=PATH"),
+         () => readUrl(tableUrl, params.get("embeddings") ? null : "name the table with ?embeddings=PATH"));
   }
 
   start();
