@@ -356,6 +356,15 @@ def main():
                 check("from a file: URL, a title search shows the expected first five",
                       titles_problem(shown_rows(driver, 5), expected_rows(by_start[other], titles, 5)))
             check("no console error from the file: URL", console_problem(driver.get_log("browser")))
+            # A broken cache picked next: its error, and nothing of the earlier load on show.
+            driver.find_element(By.ID, "cache-file").send_keys(os.path.join(site, "bad", "truncated.json"))
+            state = state_is(driver, "error", "ready")
+            text = driver.find_element(By.ID, "error").text
+            check("a broken cache picked after a good one: its error, no rows left",
+                  None if state == "error" and "truncated.json: not valid JSON" in text
+                  and not driver.find_element(By.ID, "sequence-table").is_displayed()
+                  and not driver.find_element(By.ID, "search").is_enabled() else f"state {state}: {text!r}")
+            twin("a broken picked cache: no console error", console_problem(driver.get_log("browser")))
         except Exception:  # a timeout or a missing element: a failure, reported as one
             body = driver.find_element(By.TAG_NAME, "body")
             not_ok("the test ran to its end", f"at {driver.current_url}, state {body.get_attribute('data-state')}: "

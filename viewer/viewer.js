@@ -27,6 +27,10 @@
     box.hidden = false;
     $("info").textContent = "Nothing loaded.";
     $("files").open = true; // another way in
+    // Nothing of an earlier load stays on show.
+    data = null;
+    $("search").disabled = true;
+    for (const id of ["chosen", "chosen-info", "sequence-table", "more"]) $(id).hidden = true;
     document.body.dataset.state = "error";
     console.error("divgpu viewer: " + message);
   }
@@ -266,6 +270,7 @@
     }
     $("sequence").textContent = "";
     shown = 0;
+    document.body.dataset.shown = String(item);
     if (row === undefined) {
       info.textContent = `No sequence in this cache starts at item ${item}: it holds ${data.cache.sequences.length} of ${data.cache.num_items} starts.`;
       $("sequence-table").hidden = true;
@@ -276,7 +281,6 @@
       "each the one most different from the centroid of those before it. Choose a title to start from it.";
     $("sequence-table").hidden = false;
     showMore();
-    document.body.dataset.shown = String(item);
   }
 
   function showMore() {
