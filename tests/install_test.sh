@@ -30,7 +30,8 @@ mkdir -p "$work"
 # or a test adds: no ./, no /usr/local (another install could hide a missing
 # file), no checkout.
 sys_path="/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua"
-sys_cpath="/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;/usr/lib/lua/5.1/?.so"
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+sys_cpath="/usr/lib/$multiarch/lua/5.1/?.so;/usr/lib/lua/5.1/?.so"
 # in_work CMD...: CMD from $work, Lua paths reset to the system's; output in $tmp/out.
 in_work() {
     (cd "$work" && env -u LUA_INIT -u LUA_INIT_5_1 -u DIVGPU_DATA LUA_PATH="$sys_path" LUA_CPATH="$sys_cpath" "$@") \
@@ -156,6 +157,10 @@ make --no-print-directory install DESTDIR="$tmp/stage" PREFIX=/opt/divgpu >"$tmp
 make --no-print-directory uninstall PREFIX="$prefix" >"$tmp/log" 2>&1 && [ -z "$(find "$prefix" -type f)" ] \
     && ok "make uninstall leaves no file in $prefix" \
     || not_ok "make uninstall leaves no file in $prefix" "$(find "$prefix" -type f | head)"
+"${luarocks[@]}" remove --tree "$tree" divgpu >"$tmp/log" 2>&1 \
+    && [ "$(find "$tree" -type f)" = "$tree/lib/luarocks/rocks-5.1/manifest" ] \
+    && ok "luarocks remove leaves only the tree's manifest" \
+    || not_ok "luarocks remove leaves only the tree's manifest" "$(tail -3 "$tmp/log"; find "$tree" -type f | head)"
 
 echo "# install_test: $passed passed, $failed failed, $((SECONDS - start)) s"
 [ "$failed" -eq 0 ]
