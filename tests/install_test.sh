@@ -15,6 +15,7 @@ passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $1"; }
 not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    /' <<<"$2"; }
 check() { local name=$1; shift; if "$@"; then ok "$name"; else not_ok "$name"; fi; }
+start=$SECONDS
 
 if ! command -v luarocks >/dev/null; then
     sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
@@ -59,12 +60,11 @@ expect_fail() {
     fi
 }
 
-start=$SECONDS
 if make --no-print-directory install PREFIX="$prefix" >"$tmp/log" 2>&1; then ok "make install PREFIX=$prefix"
 else not_ok "make install PREFIX=$prefix" "$(tail -20 "$tmp/log")"; fi
 if "${luarocks[@]}" make --tree "$tree" divgpu-scm-1.rockspec >"$tmp/log" 2>&1; then ok "luarocks make --tree $tree"
 else not_ok "luarocks make --tree $tree" "$(tail -20 "$tmp/log")"; fi
-echo "# both installs: $((SECONDS - start)) s"
+echo "# luarocks and both installs: $((SECONDS - start)) s"
 
 # Where each tree keeps its pieces (the luarocks tree keeps the data in its rock folder).
 rockdir=$tree/lib/luarocks/rocks-5.1/divgpu/scm-1
