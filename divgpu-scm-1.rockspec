@@ -31,6 +31,8 @@ description = {
 dependencies = {
    "lua ~> 5.1",
 }
+-- luarocks warns that CFLAGS is not passed in build_variables: cargo does
+-- not read it, and a changed compiler environment could make cargo rebuild.
 build = {
    type = "make",
    build_target = "build",
