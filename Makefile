@@ -80,3 +80,37 @@ fuzz: check-cargo
 
 clean:
 	rm -rf build .deps-stamp
+
+# Install like a Lua module, the checkout not needed afterwards:
+#   $(LIBDIR)/divgpu.so            the native module (require "divgpu")
+#   $(LUADIR)/divgpu/*.lua         the driver and CLI modules, and installed.lua,
+#                                  which records $(DATADIR) for divgpu.data
+#   $(BINDIR)/divgpu               the launcher (finds ../share/lua/5.1, ../lib/lua/5.1)
+#   $(DATADIR)/embeddings/         the shipped poems, the CLI's default table
+# The shaders need nothing at run time: build.rs embeds the SPIR-V and the
+# shaders/include files. DESTDIR is prepended to every path but not recorded.
+# `luarocks make` runs this target through divgpu-scm-1.rockspec, with
+# PREFIX, LUADIR, LIBDIR and BINDIR in its rock folder.
+PREFIX ?= /usr/local
+LUA_VERSION ?= 5.1
+LUADIR ?= $(PREFIX)/share/lua/$(LUA_VERSION)
+LIBDIR ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/divgpu
+
+.PHONY: install uninstall
+install: build
+	install -d "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(LUADIR)/divgpu" "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(DATADIR)"
+	install -m 0755 build/divgpu.so "$(DESTDIR)$(LIBDIR)/divgpu.so"
+	cd lua && find divgpu -name '*.lua' ! -name installed.lua | while read -r f; do \
+	  install -D -m 0644 "$$f" "$(DESTDIR)$(LUADIR)/$$f"; done
+	printf -- '-- Written by make install: where this installation keeps its data (divgpu.data).\nreturn { data_dir = [==[%s]==] }\n' \
+	  "$(abspath $(DATADIR))" >"$(DESTDIR)$(LUADIR)/divgpu/installed.lua"
+	install -m 0755 bin/divgpu "$(DESTDIR)$(BINDIR)/divgpu"
+	rm -rf "$(DESTDIR)$(DATADIR)/embeddings"
+	cp -R assets/embeddings "$(DESTDIR)$(DATADIR)/embeddings"
+	install -m 0644 assets/README.md "$(DESTDIR)$(DATADIR)/README.md"
+
+uninstall:
+	rm -f "$(DESTDIR)$(LIBDIR)/divgpu.so" "$(DESTDIR)$(BINDIR)/divgpu"
+	rm -rf "$(DESTDIR)$(LUADIR)/divgpu" "$(DESTDIR)$(DATADIR)"

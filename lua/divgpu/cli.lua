@@ -9,7 +9,10 @@ local tostring, tonumber, error, ipairs = tostring, tonumber, error, ipairs
 
 local _M = {}  -- helpers shared with the bench command
 
-local DEFAULT_EMBEDDINGS = "assets/embeddings/all-MiniLM-L6-v2/embeddings.json"
+-- The shipped poems: the installed copy, or the checkout's (divgpu.data).
+local DEFAULT_EMBEDDINGS, DEFAULT_FROM = require("divgpu.data").default_embeddings()
+local EMBEDDINGS_HELP = " The shipped poems by default, " .. DEFAULT_FROM
+    .. " ($DIVGPU_DATA names another data folder)."
 _M.DEFAULT_EMBEDDINGS = DEFAULT_EMBEDDINGS
 
 local function fail(fmt, ...)
@@ -564,7 +567,7 @@ local function build_parser()
         .. "loses at most the batch in progress. Running the same command again resumes and writes the bytes "
         .. "of an uninterrupted run; a checkpoint of another table, --length, --starts or contract is refused "
         .. "(--restart discards it).")
-    run:option("--embeddings", "embeddings.json to read.", DEFAULT_EMBEDDINGS)
+    run:option("--embeddings", "embeddings.json to read." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
     run:option("--out", "Cache to write (atomically).", "diversity_cache.json")
     run:option("--starts", "Starting items: A:B (A <= s < B) or i,j,k. Default: every item.")
     run:option("--length", "Items per sequence, 1..N. Default: N (a full ordering).")
@@ -595,7 +598,7 @@ local function build_parser()
     convert:argument("embeddings", "The embeddings.json to convert.")
 
     local verify = p:command("verify", "Check a cache against the CPU mirror; names the first difference.")
-    verify:option("--embeddings", "embeddings.json the cache was made from.", DEFAULT_EMBEDDINGS)
+    verify:option("--embeddings", "embeddings.json the cache was made from." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
     verify:option("--cache", "Cache to check.", "diversity_cache.json")
     verify:option("--sequences", "Check only the first K sequences. Default: all.")
     verify:flag("--quiet", "No progress on stderr.")
