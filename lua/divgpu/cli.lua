@@ -564,7 +564,7 @@ local function build_parser()
     local run = p:command("run", "Compute the diversity sequences and write the cache (SPEC section 4).")
     run:epilog("Each finished batch is committed to OUT.checkpoint/ beside the output. Ctrl-C (SIGINT) or "
         .. "SIGTERM stops at the next chunk boundary (exit 130 or 143; a second signal exits at once); kill -9 "
-        .. "loses at most the batch in progress. Running the same command again resumes and writes the bytes "
+        .. "loses at most the batches in progress and any still being written. Running the same command again resumes and writes the bytes "
         .. "of an uninterrupted run; a checkpoint of another table, --length, --starts or contract is refused "
         .. "(--restart discards it).")
     run:option("--embeddings", "embeddings.json to read." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
