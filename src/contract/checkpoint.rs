@@ -1,5 +1,6 @@
-//! The checkpoint of `run`, so that an interrupted run loses at most the batch
-//! in progress. It is the folder `OUT.checkpoint/` beside the output `OUT`:
+//! The checkpoint of `run`, so that an interrupted run loses at most the
+//! batches in progress (and those the Lua handle's writer thread has not yet
+//! committed, `lua_api/checkpoint.rs`). It is the folder `OUT.checkpoint/` beside the output `OUT`:
 //!
 //! - `sequences.part`: exactly the bytes the cache will have, up to the last
 //!   finished batch (the header, then one sequence per line, SPEC section 4);
