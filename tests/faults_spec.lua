@@ -120,36 +120,37 @@ describe("injected faults", function()
         small_job(ctx)
         small_job(vk.open{ device = DEVICE })
     end)
+
 end)
 
 -- Not injected: a real fence wait that runs out of time.
 describe("a real timeout", function()
-    it("a submission longer than the context's timeout is a timeout error, and the process carries on", function()
-        -- A loop of dependent xorshifts: no compiler folds it, and it stays
-        -- under lavapipe's 65,535-iteration loop cap.
-        local spirv = divgpu.compile([[
-            #version 450
-            layout(local_size_x = 64) in;
-            layout(push_constant) uniform Push { uint n; } pc;
-            layout(std430, binding = 0) buffer B { uint x[]; };
-            void main() {
-                uint s = gl_GlobalInvocationID.x + 1u;
-                for (uint i = 0u; i < pc.n; ++i) { s ^= s << 13; s ^= s >> 17; s ^= s << 5; }
-                x[gl_GlobalInvocationID.x] = s;
-            }
-        ]], { name = "spin" })
-        local function long_submission(timeout)
-            local ctx = divgpu.open{ device = DEVICE, timeout = timeout }
-            local group = ctx:bind(ctx:pipeline{ spirv = spirv }, { ctx:buffer(256, "spin") })
-            local rec = ctx:recorder()
-            -- About 10 ms per dispatch on lavapipe, 1 ms on an H200.
-            for _ = 1, 20 do
-                rec:dispatch(group, { 60000 }, 1)
-                rec:barrier()
-            end
-            rec:submit()
-            return ctx, pcall(rec.wait, rec)
+    -- A loop of dependent xorshifts: no compiler folds it, and it stays
+    -- under lavapipe's 65,535-iteration loop cap.
+    local spirv = divgpu.compile([[
+        #version 450
+        layout(local_size_x = 64) in;
+        layout(push_constant) uniform Push { uint n; } pc;
+        layout(std430, binding = 0) buffer B { uint x[]; };
+        void main() {
+            uint s = gl_GlobalInvocationID.x + 1u;
+            for (uint i = 0u; i < pc.n; ++i) { s ^= s << 13; s ^= s >> 17; s ^= s << 5; }
+            x[gl_GlobalInvocationID.x] = s;
+        }
+    ]], { name = "spin" })
+    local function long_submission(timeout, spent)
+        local ctx = divgpu.open{ device = DEVICE, timeout = timeout }
+        local group = ctx:bind(ctx:pipeline{ spirv = spirv }, { ctx:buffer(256, "spin") })
+        local rec = ctx:recorder()
+        -- About 10 ms per dispatch on lavapipe, 1 ms on an H200.
+        for _ = 1, 20 do
+            rec:dispatch(group, { 60000 }, 1)
+            rec:barrier()
         end
+        rec:submit()
+        return ctx, pcall(rec.wait, rec, spent)
+    end
+    it("a submission longer than the context's timeout is a timeout error, and the process carries on", function()
         -- Twin: the same submission within a generous limit finishes.
         local _, ok = long_submission(600)
         assert.is_true(ok)
@@ -158,5 +159,16 @@ describe("a real timeout", function()
         assert.matches("^GPU timeout: a submission did not finish within 0.001 s", first_line(err))
         assert_dead(ctx, "GPU timeout")
         small_job(vk.open{ device = DEVICE })
+    end)
+
+    it("rec:wait(spent) waits only for what is left of the timeout (the driver's polling of several devices)", function()
+        -- 600 s of limit, 599.999 of them spent polling: the wait has 1 ms left.
+        local ctx, ok, err = long_submission(600, 599.999)
+        assert.is_false(ok)
+        assert.matches("^GPU timeout: a submission did not finish within 600 s", first_line(err))
+        assert_dead(ctx, "GPU timeout")
+        -- Twin: with only 1 s spent the same submission finishes.
+        local _, ok2 = long_submission(600, 1)
+        assert.is_true(ok2)
     end)
 end)

@@ -109,6 +109,43 @@ describe("two contexts in one process", function()
         assert_both_worked(stats, 5)
     end)
 
+    it("more contexts than sequences: only as many lanes as sequences, the rows exact", function()
+        local two = h.range(3, 5)
+        local out, stats = driver.run{ contexts = { h.ctx(), second_ctx(), h.ctx() }, embeddings = e, starts = two,
+                                       length = 7, method = "direct" }
+        assert.are.equal(2, #stats.devices)
+        local d = divgpu.first_difference(out, divgpu.mirror(e, two, 7), 7)
+        assert(d == nil, h.describe_difference(d))
+    end)
+
+    it("a stop after the last batch stops nothing; progress counts every finished sequence", function()
+        local last
+        local out, stats = driver.run{ contexts = { h.ctx(), second_ctx() }, embeddings = e, starts = h.range(0, 8),
+            length = 5, method = "gram", batch = 4,
+            on_progress = function(p) last = p end,
+            stop = function() return last and last.sequences == 8 and "late" or nil end }
+        assert.is_nil(stats.stopped)
+        assert.is_not_nil(out)
+        assert.are.equal(8, last.sequences)
+        -- Twin: a stop before the end does stop the run.
+        local _, stopped = driver.run{ contexts = { h.ctx(), second_ctx() }, embeddings = e, starts = h.range(0, 8),
+            length = 5, method = "gram", batch = 4, stop = function() return "early" end }
+        assert.are.equal("early", stopped.stopped)
+    end)
+
+    it("after a stop, the devices' shares add up to the sequences delivered", function()
+        local chunks = 0
+        local _, stats = driver.run{ contexts = { h.ctx(), second_ctx() }, embeddings = e, starts = starts,
+            length = length, method = "gram", batch = 3, target_seconds = 0.001,
+            on_chunk = function() chunks = chunks + 1 end,
+            stop = function() return chunks >= 30 and "halt" or nil end, on_batch = function() end }
+        assert.are.equal("halt", stats.stopped)
+        local sum = 0
+        for _, share in ipairs(stats.devices) do sum = sum + share.sequences end
+        assert.are.equal(stats.sequences, sum)
+        assert.are.equal(stats.sequences * (length - 1), stats.gram.steps)
+    end)
+
     it("misuse: ctx with contexts, a job with several contexts, an empty list", function()
         local base = { embeddings = e, starts = starts, length = 4 }
         local function run_with(extra)

@@ -142,6 +142,37 @@ describe("the checkpoint's writer thread", function()
         local ok, err = pcall(function() return cp.done end)
         assert.is_false(ok)
         assert.matches("state.json", tostring(err))
+        -- The failure ends the checkpoint: every later call says so, and
+        -- nothing more is written (a commit past a failed one would record
+        -- its stray bytes as committed).
+        for _, call in ipairs{ function() return cp.done end, function() cp:append(first3) end,
+                               function() cp:finish() end } do
+            ok, err = pcall(call)
+            assert.is_false(ok)
+            assert.matches("an earlier commit failed: .*state.json", tostring(err))
+        end
+        assert.is_nil(io.open(out, "r"), "finish wrote a cache after a failed commit")
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+
+    it("a failure in a queue of commits is raised, and the batches behind it are not written", function()
+        local dir = h.tmpdir()
+        local starts = h.range(0, 9)
+        local cp = divgpu.checkpoint(dir .. "/cache.json", { contract = "fp32", table = e, length = L, starts = starts })
+        local three = divgpu.mirror(e, h.range(0, 3), L)
+        cp:append(three)
+        assert.are.equal(3, cp.done)
+        assert(os.execute("rm -rf '" .. cp.path .. "'") == 0)
+        -- Queued behind the failing one, or refused once the writer has failed.
+        local raised = 0
+        for _ = 1, 2 do
+            if not pcall(cp.append, cp, three) then raised = raised + 1 end
+        end
+        local ok, err = pcall(function() return cp.done end)
+        assert(raised > 0 or not ok, "no call raised the failed commit")
+        ok, err = pcall(function() return cp.done end)
+        assert.is_false(ok)
+        assert.matches("state.json", tostring(err))
         os.execute("rm -rf '" .. dir .. "'")
     end)
 end)

@@ -77,20 +77,23 @@ local function device_entries(value)
     return list
 end
 
---- Opens the contexts --device names: "all" is every GPU (every device where
---- there is no GPU, as on a CI machine with lavapipe only); a list may name a
---- device twice, which opens two contexts on it (their queues run side by side).
+--- Opens the contexts --device names: "all" is every discrete GPU, else every
+--- other GPU (integrated, virtual), else every device (a CI machine with
+--- lavapipe only); a list may name a device twice, which opens two contexts
+--- on it (their queues run side by side).
 local function open_devices(value)
     local vk = require "divgpu.vk_compute"
     local entries = device_entries(value)
     if entries == "all" then
         local devices = require("divgpu").devices{}
         entries = {}
-        for _, d in ipairs(devices) do
-            if d.type ~= "cpu" then entries[#entries + 1] = d.index end
-        end
-        if #entries == 0 then
-            for _, d in ipairs(devices) do entries[#entries + 1] = d.index end
+        for _, wanted in ipairs{ function(d) return d.type == "discrete" end,
+                                 function(d) return d.type ~= "cpu" end,
+                                 function() return true end } do
+            for _, d in ipairs(devices) do
+                if wanted(d) then entries[#entries + 1] = d.index end
+            end
+            if #entries > 0 then break end
         end
         if #entries == 0 then fail("--device all: no Vulkan devices found") end
     end
@@ -241,14 +244,18 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     local contexts = open_devices(a.device)
     local ctx = contexts[1]
     local method, method_note = choose_method(ctx, e, a, shape, precision, #rest)
-    for i = 2, #contexts do
+    if method == "gram" then
         -- Every device runs the method chosen on the first (the bytes would be
-        -- the same either way; one method keeps the summary and stats plain).
-        local other = choose_method(contexts[i], e, { method = method, memory_budget = a.memory_budget },
-                                    shape, precision, math.ceil(#rest / #contexts))
-        if other ~= method then
-            fail("device %d (%s) cannot run --method %s: give it --method direct, or leave that device out",
-                i - 1, contexts[i].info.name, method)
+        -- the same either way; one method keeps the summary and stats plain),
+        -- so each must hold G and its share of the state.
+        local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
+        for i = 2, #contexts do
+            local ok, why = require("divgpu.gram").choose(contexts[i], e,
+                { sequences = math.ceil(#rest / #contexts), memory_budget = budget })
+            if ok ~= "gram" then
+                fail("device %d of --device %s (%s) cannot run the Gram method the first one chose (%s): "
+                    .. "leave it out, or give --method direct", i, a.device, contexts[i].info.name, why)
+            end
         end
     end
     -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct

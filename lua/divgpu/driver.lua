@@ -174,7 +174,9 @@ local function contexts_of(opts)
 end
 
 --- The batch size: the caller's, or the largest every device's limits allow,
---- made equal across batches, with at least one batch per device.
+--- made equal across batches, their count rounded up to a multiple of the
+--- devices (equal sizes may then round it down a little: 5 starts on 4
+--- devices are 3 batches of 2).
 local function plan_batches(lanes, total, ring, asked)
     if asked then
         if asked < 1 then error("driver.run: batch must be >= 1", 3) end
@@ -202,11 +204,14 @@ function _M.run(opts)
     local now_ = _M.now
     local t0 = now_()
     local total = #starts
-    -- A lane per context: its job, and the batch it is working on.
+    -- A lane per context (no more than there are sequences): its job, and
+    -- the batch it is working on.
     local lanes = {}
     for d, ctx in ipairs(contexts) do
+        if d > max(total, 1) then break end
         local given = opts.jobs and opts.jobs[d] or opts.job
-        local method, reason = _M.choose_method(ctx, e, given and { job = given } or opts, ceil(total / #contexts))
+        local method, reason = _M.choose_method(ctx, e, given and { job = given } or opts,
+                                                ceil(total / min(#contexts, max(total, 1))))
         local job = given or make_job(ctx, e, opts, method)
         lanes[d] = { device = d, ctx = ctx, job = job, method = job.method or "direct", reason = reason,
                      queue = {}, head = 1, tail = 0,
@@ -248,10 +253,15 @@ function _M.run(opts)
     -- Batches are dealt in order to whichever lane is free, and delivered in
     -- order: one that finishes early waits in `finished` for those before it.
     local next_batch, next_delivery, finished = 0, 0, {}
+    local sequences_finished = 0  -- in batches finished, delivered or waiting to be
+    -- Batches that finished ahead of an earlier one wait in `finished`; a lane
+    -- takes no new batch while this many wait (a slow device then holds the
+    -- others back instead of their results piling up in memory).
+    local MAX_WAITING = 2 * #lanes
     local steps_total, steps_done = batches * (length - 1), 0
 
     local function start_batch(lane)
-        if next_batch >= batches or poll_stop() then return end
+        if next_batch >= batches or next_batch - next_delivery >= MAX_WAITING + #lanes or poll_stop() then return end
         local b = next_batch
         next_batch = b + 1
         local first = b * batch_size
@@ -297,43 +307,46 @@ function _M.run(opts)
         local batch = lane.batch
         lane.batch = nil
         if lane.next_step < length then return end
-        if batch.stats then
-            -- The filter's windows and fallbacks, summed over batches.
-            local g, bs = stats.gram, batch:stats()
-            g.steps = g.steps + lane.count * (length - 1)
-            g.window_total = g.window_total + bs.window_total
-            g.window_ones = g.window_ones + bs.window_ones
-            g.fallbacks = g.fallbacks + bs.fallbacks
-            g.window_max = max(g.window_max, bs.window_max)
-            g.max_ratio = max(g.max_ratio, bs.max_ratio)
-            for k, c in ipairs(bs.window_histogram) do g.window_histogram[k] = g.window_histogram[k] + c end
-        end
-        lane.share.sequences = lane.share.sequences + lane.count
-        lane.share.batches = lane.share.batches + 1
-        finished[lane.b] = { first = lane.first, count = lane.count, out = lane.out }
+        sequences_finished = sequences_finished + lane.count
+        finished[lane.b] = { first = lane.first, count = lane.count, out = lane.out, lane = lane,
+                             filter = batch.stats and batch:stats() or nil }
     end
 
-    -- Hands every finished batch now in order to on_batch. Called once the
-    -- lanes have their next chunks queued: on_batch's work (the CLI copies the
-    -- batch to its checkpoint writer) then overlaps the GPUs'.
+    -- Hands every finished batch now in order to on_batch, and counts it (a
+    -- batch held back by a stop is not counted). Called once the lanes have
+    -- their next chunks queued: on_batch's work (the CLI copies the batch to
+    -- its checkpoint writer) then overlaps the GPUs'.
     local function deliver()
         while finished[next_delivery] do
             local f = finished[next_delivery]
             finished[next_delivery] = nil
             next_delivery = next_delivery + 1
             stats.sequences = stats.sequences + f.count
+            f.lane.share.sequences = f.lane.share.sequences + f.count
+            f.lane.share.batches = f.lane.share.batches + 1
+            if f.filter then
+                -- The filter's windows and fallbacks, summed over batches.
+                local g, bs = stats.gram, f.filter
+                g.steps = g.steps + f.count * (length - 1)
+                g.window_total = g.window_total + bs.window_total
+                g.window_ones = g.window_ones + bs.window_ones
+                g.fallbacks = g.fallbacks + bs.fallbacks
+                g.window_max = max(g.window_max, bs.window_max)
+                g.max_ratio = max(g.max_ratio, bs.max_ratio)
+                for k, c in ipairs(bs.window_histogram) do g.window_histogram[k] = g.window_histogram[k] + c end
+            end
             if on_batch then on_batch(f.first, f.count, f.out) end
         end
     end
 
     -- Takes the lane's oldest chunk (done, or waited for) into the output.
-    local function complete(lane)
+    local function complete(lane, spent)
         local c = lane.queue[lane.head]
         lane.queue[lane.head] = nil
         lane.head = lane.head + 1
         local batch = lane.batch
         local waited = now_()
-        local gpu = batch:wait(c.rec)
+        local gpu = c.rec:wait(spent)
         stats.wait_seconds = stats.wait_seconds + (now_() - waited)
         local seconds = gpu or (now_() - c.wall)
         lane.controller:observe(c.n, seconds)
@@ -357,7 +370,7 @@ function _M.run(opts)
         if opts.on_progress then
             opts.on_progress{ batch = b + 1, batches = batches, step = c.first + c.n, length = length,
                               done = steps_done, total = steps_total, elapsed = t - t0, chunk = c.n,
-                              device = lane.device, sequences_total = total, sequences = stats.sequences }
+                              device = lane.device, sequences_total = total, sequences = sequences_finished }
         end
         poll_stop()
     end
@@ -381,7 +394,10 @@ function _M.run(opts)
                     return lane
                 end
             end
-            if now_() - oldest.queue[oldest.head].wall > oldest.ctx.timeout then return oldest end
+            -- Past the context's timeout since it was submitted: a wait of no
+            -- time left reports the timeout (and marks that context dead).
+            local spent = now_() - oldest.queue[oldest.head].wall
+            if spent > oldest.ctx.timeout then return oldest, spent end
             sleep(POLL_SECONDS)
         end
     end
@@ -405,6 +421,8 @@ function _M.run(opts)
     end
     deliver()
     stats.wall_seconds = now_() - t0
+    -- A stop that came after the last batch stopped nothing.
+    if stats.stopped and stats.sequences == total then stats.stopped = nil end
     if stats.stopped then return nil, stats end
     return result, stats
 end

@@ -1,14 +1,18 @@
 //! `CheckpointHandle`: the checkpoint of `run` (`contract::checkpoint`) for
 //! Lua: `cp.done`, `cp.total`, `cp.path`, `cp:append(sequences)`, `cp:finish()`.
 //!
-//! `append` commits in a writer thread and returns at once: formatting a batch
+//! `append` hands the batch to a writer thread and returns: formatting a batch
 //! of long sequences as JSON takes the CPU longer than a GPU chunk (2,787 ×
 //! 8,359 numbers: about half a second), and the driver's thread must go on
-//! feeding the devices meanwhile. Commits run one after another, in order (a
-//! second `append` chains behind the first); `finish` or any field waits for
-//! them all (and raises the first error), so what Lua reads is on disk.
+//! feeding the devices meanwhile. Commits run in order; at most one batch
+//! waits behind the one being written (`append` blocks beyond that, so a slow
+//! disk bounds memory). `finish` or any field waits for every commit, so what
+//! Lua reads is on disk. The first failed commit ends the checkpoint: it is
+//! raised by the next call (an `append` sees it as soon as the writer has
+//! failed) and by every call after, and nothing more is written.
 
-use std::sync::Mutex;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use mlua::{UserData, UserDataFields, UserDataMethods, UserDataRef};
@@ -17,32 +21,101 @@ use super::arrays::HostArray;
 use crate::contract::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 
+/// The writer thread: it owns the checkpoint while batches are queued.
+struct Writer {
+    batches: SyncSender<Vec<u32>>,
+    thread: JoinHandle<(Checkpoint, Result<()>)>,
+    /// The first failure's message, set by the writer as it happens.
+    failed: Arc<Mutex<Option<String>>>,
+}
+
 enum Slot {
     Idle(Checkpoint),
-    /// A commit in the writer thread; it hands the checkpoint back.
-    Writing(JoinHandle<(Checkpoint, Result<()>)>),
+    Writing(Writer),
+    /// A commit failed (its message): the checkpoint takes nothing more.
+    Failed(String),
     Finished,
 }
 
 pub struct CheckpointHandle(Mutex<Slot>);
+
+fn failed(message: &str) -> Error {
+    Error::Usage(format!("checkpoint: an earlier commit failed: {message}"))
+}
 
 impl CheckpointHandle {
     pub fn new(cp: Checkpoint) -> Self {
         CheckpointHandle(Mutex::new(Slot::Idle(cp)))
     }
 
-    /// Waits for the commit in progress, if any; then `f` on the checkpoint.
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Slot>> {
+        self.0.lock().map_err(|_| Error::Usage("checkpoint: poisoned by an earlier panic".into()))
+    }
+
+    /// Waits for every queued commit; then `f` on the checkpoint.
     fn with<T>(&self, f: impl FnOnce(&mut Checkpoint) -> Result<T>) -> Result<T> {
-        let mut slot = self.0.lock().map_err(|_| Error::Usage("checkpoint: poisoned by an earlier panic".into()))?;
+        let mut slot = self.lock()?;
         if let Slot::Writing(_) = &*slot {
-            let Slot::Writing(handle) = std::mem::replace(&mut *slot, Slot::Finished) else { unreachable!() };
-            let (cp, committed) =
-                handle.join().map_err(|_| Error::Usage("checkpoint: the writer thread panicked".into()))?;
-            *slot = Slot::Idle(cp);
-            committed?;
+            let Slot::Writing(writer) = std::mem::replace(&mut *slot, Slot::Finished) else { unreachable!() };
+            drop(writer.batches); // the writer ends once the queue is empty
+            match writer.thread.join() {
+                Ok((cp, Ok(()))) => *slot = Slot::Idle(cp),
+                Ok((_, Err(e))) => {
+                    let message = e.to_string();
+                    *slot = Slot::Failed(message.clone());
+                    return Err(e);
+                }
+                Err(_) => {
+                    *slot = Slot::Failed("the writer thread panicked".into());
+                    return Err(failed("the writer thread panicked"));
+                }
+            }
         }
         match &mut *slot {
             Slot::Idle(cp) => f(cp),
+            Slot::Failed(message) => Err(failed(message)),
+            _ => Err(Error::Usage("checkpoint: already finished".into())),
+        }
+    }
+
+    fn append(&self, sequences: Vec<u32>) -> Result<()> {
+        let mut slot = self.lock()?;
+        if let Slot::Idle(_) = &*slot {
+            let Slot::Idle(mut cp) = std::mem::replace(&mut *slot, Slot::Finished) else { unreachable!() };
+            // One batch may wait while another is written.
+            let (batches, queue) = sync_channel::<Vec<u32>>(1);
+            let failed = Arc::new(Mutex::new(None));
+            let flag = Arc::clone(&failed);
+            let thread = std::thread::Builder::new().name("divgpu-checkpoint".into()).spawn(move || {
+                for batch in queue {
+                    if let Err(e) = cp.append(&batch) {
+                        if let Ok(mut f) = flag.lock() {
+                            *f = Some(e.to_string());
+                        }
+                        return (cp, Err(e)); // later batches are dropped with the queue
+                    }
+                }
+                (cp, Ok(()))
+            });
+            match thread {
+                Ok(thread) => *slot = Slot::Writing(Writer { batches, thread, failed }),
+                Err(e) => {
+                    *slot = Slot::Failed(format!("could not start the writer thread: {e}"));
+                    return Err(Error::Usage(format!("checkpoint: could not start the writer thread: {e}")));
+                }
+            }
+        }
+        match &*slot {
+            Slot::Writing(writer) => {
+                let known = writer.failed.lock().ok().and_then(|f| f.clone());
+                if known.is_some() || writer.batches.send(sequences).is_err() {
+                    // The writer has failed (and ended): collect its error.
+                    drop(slot);
+                    return self.with(|_| Ok(()));
+                }
+                Ok(())
+            }
+            Slot::Failed(message) => Err(failed(message)),
             _ => Err(Error::Usage("checkpoint: already finished".into())),
         }
     }
@@ -57,33 +130,17 @@ impl UserData for CheckpointHandle {
 
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
         m.add_method("append", |_, this, sequences: UserDataRef<HostArray>| {
-            let sequences = sequences.as_u32("sequences")?.to_vec();
-            let mut slot = this.0.lock().map_err(|_| Error::Usage("checkpoint: poisoned".into()))?;
-            // Chained behind the commit in progress (not waited for here: with
-            // several devices, two batches often finish together).
-            *slot = Slot::Writing(match std::mem::replace(&mut *slot, Slot::Finished) {
-                Slot::Idle(mut cp) => std::thread::spawn(move || {
-                    let committed = cp.append(&sequences);
-                    (cp, committed)
-                }),
-                Slot::Writing(previous) => std::thread::spawn(move || {
-                    let (mut cp, committed) = match previous.join() {
-                        Ok(done) => done,
-                        Err(_) => std::panic::resume_unwind(Box::new("checkpoint writer panicked")),
-                    };
-                    // After a failed commit nothing more is written: the error stays.
-                    let committed = committed.and_then(|()| cp.append(&sequences));
-                    (cp, committed)
-                }),
-                Slot::Finished => return Err(Error::Usage("checkpoint: already finished".into()).into()),
-            });
-            Ok(())
+            Ok(this.append(sequences.as_u32("sequences")?.to_vec())?)
         });
         m.add_method("finish", |_, this, ()| {
             this.with(|_| Ok(()))?;
-            let mut slot = this.0.lock().map_err(|_| Error::Usage("checkpoint: poisoned".into()))?;
+            let mut slot = this.lock()?;
             match std::mem::replace(&mut *slot, Slot::Finished) {
                 Slot::Idle(cp) => Ok(cp.finish()?),
+                Slot::Failed(message) => {
+                    *slot = Slot::Failed(message.clone());
+                    Err(failed(&message).into())
+                }
                 _ => Err(Error::Usage("checkpoint: already finished".into()).into()),
             }
         });

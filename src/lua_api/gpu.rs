@@ -226,8 +226,17 @@ impl UserData for LuaRecorder {
         );
         m.add_method_mut("barrier", |_, this, ()| Ok(this.0.barrier()?));
         m.add_method_mut("submit", |_, this, ()| Ok(this.0.submit()?));
-        // rec:wait() -> GPU seconds of the submission (nil without timestamps)
-        m.add_method_mut("wait", |_, this, ()| Ok(this.0.wait()?));
+        // rec:wait([spent]) -> GPU seconds of the submission (nil without
+        // timestamps); `spent`: seconds already spent polling it since it was
+        // submitted, taken off the context's timeout.
+        m.add_method_mut("wait", |_, this, spent: Option<f64>| {
+            let timeout = this.0.timeout();
+            let limit = match spent {
+                Some(s) if s.is_finite() && s > 0.0 => timeout.saturating_sub(std::time::Duration::from_secs_f64(s.min(1e9))),
+                _ => timeout,
+            };
+            Ok(this.0.wait_at_most(limit)?)
+        });
         m.add_method("done", |_, this, ()| Ok(this.0.is_done()?));
     }
 }

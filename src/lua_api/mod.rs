@@ -247,7 +247,8 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
     // ([rows][ring_size], slot = step % ring_size) into result rows
     // [first_row, first_row + rows) of a [count][length] result. `ring` is a
     // u32 array, or the host-visible winners buffer itself: then only the
-    // words needed are read, in place (the driver does this after every chunk).
+    // words needed are copied from the mapping (the driver does this after
+    // every chunk, while the next chunk writes other slots).
     m.set(
         "store_winners",
         lua.create_function(
@@ -263,34 +264,43 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
                 usize,
             )| {
                 let result = result.as_u32_mut("result")?;
-                let mut store = |ring: &[u32]| -> mlua::Result<()> {
-                    // Checked: sizes come from Lua and must not wrap into a fit.
-                    let fits = |a: Option<usize>, limit: usize| a.is_some_and(|a| a <= limit);
-                    if steps > ring_size
-                        || !fits(first_step.checked_add(steps), length)
-                        || !fits(rows.checked_mul(ring_size), ring.len())
-                        || !fits(first_row.checked_add(rows).and_then(|r| r.checked_mul(length)), result.len())
-                    {
-                        return Err(Error::Usage("store_winners(): sizes do not fit the arrays".into()).into());
-                    }
-                    for r in 0..rows {
-                        for t in first_step..first_step + steps {
-                            result[(first_row + r) * length + t] = ring[r * ring_size + t % ring_size];
-                        }
-                    }
-                    Ok(())
+                // Checked: sizes come from Lua and must not wrap into a fit.
+                let fits = |a: Option<usize>, limit: usize| a.is_some_and(|a| a <= limit);
+                let ring_words = match ring.borrow::<gpu::LuaBuffer>() {
+                    Ok(buffer) => (buffer.0.size / 4) as usize,
+                    Err(_) => ring.borrow::<HostArray>()?.as_u32("ring")?.len(),
                 };
+                if steps > ring_size
+                    || !fits(first_step.checked_add(steps), length)
+                    || !fits(rows.checked_mul(ring_size), ring_words)
+                    || !fits(first_row.checked_add(rows).and_then(|r| r.checked_mul(length)), result.len())
+                {
+                    return Err(Error::Usage("store_winners(): sizes do not fit the arrays".into()).into());
+                }
+                if steps == 0 {
+                    return Ok(());
+                }
+                // A row's steps are one or two runs of ring slots (the ring wraps).
+                let slot = first_step % ring_size;
+                let head = steps.min(ring_size - slot);
                 if let Ok(buffer) = ring.borrow::<gpu::LuaBuffer>() {
-                    let words = rows.checked_mul(ring_size).and_then(|w| w.checked_mul(4)).unwrap_or(usize::MAX);
-                    let len = (words as u64).min(buffer.0.size);
-                    return buffer.0.with_mapped(0, len, |bytes| match bytemuck::try_cast_slice::<u8, u32>(bytes) {
-                        Ok(words) => store(words),
-                        // A mapping not 4-byte aligned (not seen): copy it first.
-                        Err(_) => store(&bytes.chunks_exact(4).map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]])).collect::<Vec<_>>()),
-                    })?;
+                    for r in 0..rows {
+                        let row = &mut result[(first_row + r) * length + first_step..][..steps];
+                        let base = (r * ring_size) as u64;
+                        buffer.0.copy_words(base + slot as u64, &mut row[..head])?;
+                        buffer.0.copy_words(base, &mut row[head..])?;
+                    }
+                    return Ok(());
                 }
                 let ring = ring.borrow::<HostArray>()?;
-                store(ring.as_u32("ring")?)
+                let ring = ring.as_u32("ring")?;
+                for r in 0..rows {
+                    let row = &mut result[(first_row + r) * length + first_step..][..steps];
+                    let base = r * ring_size;
+                    row[..head].copy_from_slice(&ring[base + slot..base + slot + head]);
+                    row[head..].copy_from_slice(&ring[base..base + steps - head]);
+                }
+                Ok(())
             },
         )?,
     )?;

@@ -138,16 +138,40 @@ impl Buffer {
         self.with_mapped(offset, len, |bytes| bytes.to_vec())
     }
 
-    /// `f` on bytes [offset, offset + len) of a host-visible buffer's mapping,
-    /// read in place (no copy); the same conditions as `read_mapped`.
-    pub fn with_mapped<T>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+    /// Copies `dst.len()` words from word `word_offset` of a host-visible
+    /// buffer's mapping, through its pointer: other words of the buffer may be
+    /// written by a submission still running (the driver's winners ring), so
+    /// no Rust reference may cover the mapping. The caller has waited for the
+    /// submission that wrote these words.
+    pub fn copy_words(&self, word_offset: u64, dst: &mut [u32]) -> Result<()> {
+        let len = (dst.len() as u64).checked_mul(4).ok_or_else(|| Error::Usage("copy_words: too many words".into()))?;
+        let offset = word_offset.checked_mul(4).ok_or_else(|| Error::Usage("copy_words: offset overflows".into()))?;
         let allocation = self
             .allocation
             .as_ref()
             .ok_or_else(|| Error::Device(format!("buffer '{}' has no memory", self.name)))?;
+        self.invalidate(allocation, offset)?;
+        checked_range("read", &self.name, self.size, offset, len)?;
+        let base = allocation
+            .mapped_ptr()
+            .ok_or_else(|| Error::Device(format!("buffer '{}' is not host-mapped", self.name)))?;
+        // SAFETY: offset + len <= size (checked above) lies within the mapping,
+        // which lives as long as `allocation`; `dst` is ours and does not
+        // overlap it. Unaligned reads: the mapping's alignment is not assumed.
+        unsafe {
+            let src = (base.as_ptr() as *const u8).add(offset as usize);
+            for (i, w) in dst.iter_mut().enumerate() {
+                *w = std::ptr::read_unaligned(src.add(4 * i) as *const u32);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the device's writes visible to the host on non-coherent memory:
+    /// invalidates from the atom-aligned start to the end of the memory object
+    /// (VK_WHOLE_SIZE needs no size alignment).
+    fn invalidate(&self, allocation: &Allocation, offset: u64) -> Result<()> {
         if !allocation.memory_properties().contains(vk::MemoryPropertyFlags::HOST_COHERENT) {
-            // Non-coherent memory: invalidate from the atom-aligned start to the
-            // end of the memory object (VK_WHOLE_SIZE needs no size alignment).
             let atom = self.device.info.non_coherent_atom_size.max(1);
             let start = (allocation.offset() + offset) / atom * atom;
             // SAFETY: the memory object lives as long as `allocation`.
@@ -156,6 +180,18 @@ impl Buffer {
             unsafe { self.device.raw.invalidate_mapped_memory_ranges(&range) }
                 .map_err(vk_err("vkInvalidateMappedMemoryRanges"))?;
         }
+        Ok(())
+    }
+
+    /// `f` on bytes [offset, offset + len) of a host-visible buffer's mapping,
+    /// read in place (no copy); the same conditions as `read_mapped`, and no
+    /// submission may be writing any of the buffer meanwhile.
+    fn with_mapped<T>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+        let allocation = self
+            .allocation
+            .as_ref()
+            .ok_or_else(|| Error::Device(format!("buffer '{}' has no memory", self.name)))?;
+        self.invalidate(allocation, offset)?;
         let end = checked_range("read", &self.name, self.size, offset, len)?;
         let mapped = allocation
             .mapped_slice()

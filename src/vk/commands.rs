@@ -15,7 +15,7 @@ use ash::vk;
 
 use super::context::Device;
 use super::pipeline::BindGroup;
-use super::queue::{create_pool_and_buffer, submit, wait_fence};
+use super::queue::{create_pool_and_buffer, submit, wait_fence, wait_fence_at_most};
 use crate::error::{vk_err, Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,6 +204,11 @@ impl Recorder {
         Ok(())
     }
 
+    /// The context's limit on every wait.
+    pub fn timeout(&self) -> std::time::Duration {
+        self.device.timeout
+    }
+
     pub fn is_done(&self) -> Result<bool> {
         self.device.check_alive()?;
         if self.state != State::Submitted {
@@ -216,13 +221,19 @@ impl Recorder {
     /// Waits for the submission, at most the context's timeout; returns its
     /// GPU time in seconds (None when the queue has no timestamps).
     pub fn wait(&mut self) -> Result<Option<f64>> {
+        self.wait_at_most(self.device.timeout)
+    }
+
+    /// `wait`, bounded by `limit` instead of the whole timeout: the driver
+    /// polls several devices' fences and waits only for the rest of it.
+    pub fn wait_at_most(&mut self, limit: std::time::Duration) -> Result<Option<f64>> {
         if self.state != State::Submitted {
             self.device.check_alive()?;
             return Ok(self.last_gpu_seconds);
         }
         // On a timeout or loss the state stays Submitted and the context is
         // dead: the bind groups in `in_use` are leaked with it.
-        wait_fence(&self.device, self.fence, "a submission")?;
+        wait_fence_at_most(&self.device, self.fence, "a submission", limit)?;
         self.state = State::Idle;
         self.in_use.clear();
         self.last_gpu_seconds = None;

@@ -12,6 +12,12 @@ use crate::error::{vk_err, Error, Result};
 /// Waits for `fence` at most the context's timeout. `what` names the work
 /// in the timeout's message.
 pub fn wait_fence(device: &Device, fence: vk::Fence, what: &'static str) -> Result<()> {
+    wait_fence_at_most(device, fence, what, device.timeout)
+}
+
+/// Waits for `fence` at most `limit` (the rest of the context's timeout when
+/// the caller has already polled it), reporting a timeout as the context's.
+pub fn wait_fence_at_most(device: &Device, fence: vk::Fence, what: &'static str, limit: std::time::Duration) -> Result<()> {
     device.check_alive()?;
     if take(Fault::Timeout) {
         return Err(device.note(Error::Timeout { what, seconds: device.timeout.as_secs_f64() }));
@@ -19,7 +25,7 @@ pub fn wait_fence(device: &Device, fence: vk::Fence, what: &'static str) -> Resu
     if take(Fault::DeviceLostAtWait) {
         return Err(device.note(vk_err("vkWaitForFences")(vk::Result::ERROR_DEVICE_LOST)));
     }
-    let ns = u64::try_from(device.timeout.as_nanos()).unwrap_or(u64::MAX);
+    let ns = u64::try_from(limit.min(device.timeout).as_nanos()).unwrap_or(u64::MAX);
     match unsafe { device.raw.wait_for_fences(&[fence], true, ns) } {
         Ok(()) => Ok(()),
         Err(vk::Result::TIMEOUT) => Err(device.note(Error::Timeout { what, seconds: device.timeout.as_secs_f64() })),
