@@ -614,25 +614,26 @@ mod tests {
         let d = tmp("damaged");
         let out = s(&d.join("out.json"));
         let fresh = || parts(&d, &header(3, SHA), &STARTS, 3, "d");
-        let cases: Vec<(Box<dyn Fn(String) -> String>, &str)> = vec![
-            (Box::new(|t| t.replacen("[7,8,0]", "[8,7,0]", 1)), "do not hash to the run's starts_sha256"),
-            (Box::new(|t| t.replacen("[7,8,0]", "[7,8]", 1)), "sequence 0 has 2 items, the header says length 3"),
-            (Box::new(|t| t.replacen("[7,8,0]", "[7,8,0,1]", 1)), "sequence 0 has more than 3 items"),
-            (Box::new(|t| t.replacen("[7,8,0]", "[7,9,0]", 1)), "sequence 0, step 1: item 9 is out of range"),
-            (Box::new(|t| t.replacen("[7,8,0]", "[7,08,0]", 1)), "leading zero"),
-            (Box::new(|t| t.replacen("[7,8,0]", "[7,-8,0]", 1)), "expected an item index"),
-            (Box::new(|t| t.replacen("[7,8,0]", "[7,4294967296,0]", 1)), "past 2^32"),
-            (Box::new(|t| t.replacen("\n[7,8,0],", "", 1)), "has 1 sequences; its block of the run's 7 starts holds 2"),
-            (Box::new(|t| t.replacen("\n]}\n", "\n]", 1)), "truncated"),
-            (Box::new(|t| t.replacen("\n]}\n", "\n]}x", 1)), "expected the end of the file"),
-            (Box::new(|t| t.replacen("\"version\":1", "\"version\":2", 1)), "not a divgpu cache of version 1"),
-            (Box::new(|t| t.replacen("\"sequences\"", "\"seq\"", 1)), "no \"sequences\""),
-            (Box::new(|t| t.replacen("\"index\":1", "\"index\":3", 1)), "the index is 0-based"),
+        // (text replaced in part 1, by, the error expected)
+        let cases = [
+            ("[7,8,0]", "[8,7,0]", "do not hash to the run's starts_sha256"),
+            ("[7,8,0]", "[7,8]", "sequence 0 has 2 items, the header says length 3"),
+            ("[7,8,0]", "[7,8,0,1]", "sequence 0 has more than 3 items"),
+            ("[7,8,0]", "[7,9,0]", "sequence 0, step 1: item 9 is out of range"),
+            ("[7,8,0]", "[7,08,0]", "leading zero"),
+            ("[7,8,0]", "[7,-8,0]", "expected an item index"),
+            ("[7,8,0]", "[7,4294967296,0]", "past 2^32"),
+            ("\n[7,8,0],", "", "has 1 sequences; its block of the run's 7 starts holds 2"),
+            ("\n]}\n", "\n]", "truncated"),
+            ("\n]}\n", "\n]}x", "expected the end of the file"),
+            ("\"version\":1", "\"version\":2", "not a divgpu cache of version 1"),
+            ("\"sequences\"", "\"seq\"", "no \"sequences\""),
+            ("\"index\":1", "\"index\":3", "the index is 0-based"),
         ];
-        for (edit, want) in cases {
+        for (from, to, want) in cases {
             let p = fresh();
-            assert!(fs::read_to_string(&p[1]).unwrap().contains("[7,8,0]"));
-            tamper(&p[1], edit);
+            assert!(fs::read_to_string(&p[1]).unwrap().contains(from));
+            tamper(&p[1], |t| t.replacen(from, to, 1));
             let e = merge_err(&out, &p);
             assert!(e.contains(want) && !e.contains('\n'), "want {want:?}, got {e}");
             assert!(!Path::new(&out).exists(), "no output after {want:?}");
