@@ -19,7 +19,7 @@ APT_PACKAGES := luajit lua-argparse lua-busted lua-dkjson libvulkan1 mesa-vulkan
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all run test deps build check-cargo clean fuzz build/fault/divgpu.so
+.PHONY: all run test deps build check-cargo clean fuzz build/fault/divgpu.so test-cluster
 
 all: build
 
@@ -62,6 +62,12 @@ test: build build/fault/divgpu.so
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
 	DIVGPU_VALIDATION=1 tests/install_test.sh
 	tests/viewer_test.sh
+
+# A single-node Slurm on localhost runs a sharded job (a four-task array, then
+# the merge) through deploy/slurm/ and checks the merged cache against a single
+# run; tests/slurm_test.sh installs slurm-wlm and munge when missing.
+test-cluster: build
+	DIVGPU_VALIDATION=1 tests/slurm_test.sh
 
 # The coverage-guided fuzzers (cargo-fuzz, libFuzzer; nightly Rust), one
 # target at a time for FUZZ_SECONDS each. New inputs go to fuzz/work/ (not

@@ -379,5 +379,89 @@ expect_ok "--restart discards a checkpoint of another job" \
 cmp -s "$tmp/restart.json" "$tmp/cache.json" && [ ! -e "$tmp/restart.json.checkpoint" ] \
     && ok "--restart writes the new job's cache and no checkpoint" || not_ok "--restart writes the new job's cache and no checkpoint"
 
+# Sharding (run --shard I/N) and merge: the parts of a run merge to the bytes
+# of the unsharded run; a part of another table or run, a shard given twice or
+# missing, a plain cache and an altered start are refused with one line, the
+# existing output untouched; an altered winner passes merge but not cmp (twin).
+shard_job=(--embeddings "$tmp/e.json" --starts 3:43 --length 60 --quiet)
+expect_ok "help: divgpu merge --help" $divgpu merge --help
+expect_ok "shard: the unsharded reference" $divgpu run "${shard_job[@]}" --out "$tmp/unsharded.json"
+for i in 0 1; do
+    expect_ok "run --shard $i/3" $divgpu run "${shard_job[@]}" --shard $i/3 --out "$tmp/part$i.json"
+done
+# A part may itself run on several devices (two contexts here): same bytes.
+expect_ok "run --shard 2/3 on two contexts" $divgpu run "${shard_job[@]}" --shard 2/3 --device 0,0 --batch 5 --out "$tmp/part2.json"
+python3 - "$tmp" <<'PY' && ok "parts are caches with a shard field: blocks 13, 13, 14 of the 40 starts in order" \
+    || not_ok "parts are caches with a shard field: blocks 13, 13, 14 of the 40 starts in order"
+import json, sys
+parts = [json.load(open(f"{sys.argv[1]}/part{i}.json")) for i in range(3)]
+assert [len(p["sequences"]) for p in parts] == [13, 13, 14]
+assert [s[0] for p in parts for s in p["sequences"]] == list(range(3, 43))
+assert all(p["shard"]["index"] == i and p["shard"]["count"] == 3 and p["shard"]["starts"] == 40 for i, p in enumerate(parts))
+assert "shard" not in json.load(open(f"{sys.argv[1]}/unsharded.json"))
+PY
+expect_ok "merge, parts given in any order" $divgpu merge --out "$tmp/merged.json" "$tmp/part2.json" "$tmp/part0.json" "$tmp/part1.json"
+cmp -s "$tmp/merged.json" "$tmp/unsharded.json" && ok "the merged cache is byte-identical to the unsharded run" \
+    || not_ok "the merged cache is byte-identical to the unsharded run"
+$divgpu run "${shard_job[@]/e.json/other.json}" --shard 1/3 --out "$tmp/otherpart1.json" >/dev/null 2>&1
+$divgpu run "${shard_job[@]}" --shard 1/4 --out "$tmp/part1of4.json" >/dev/null 2>&1
+echo precious >"$tmp/keepmerge.json"
+merge_keep=($divgpu merge --out "$tmp/keepmerge.json")
+expect_fail "merge refuses a part of another table" "$tmp/otherpart1.json: made from another table (sha256" \
+    "${merge_keep[@]}" "$tmp/part0.json" "$tmp/otherpart1.json" "$tmp/part2.json"
+expect_fail "merge refuses a shard given twice" "$tmp/part1.json: shard 1/3 is given twice (also $tmp/part1.json)" \
+    "${merge_keep[@]}" "$tmp/part0.json" "$tmp/part1.json" "$tmp/part1.json" "$tmp/part2.json"
+expect_fail "merge refuses a missing shard" "shard 2/3 is missing (2 of the 3 parts were given)" \
+    "${merge_keep[@]}" "$tmp/part0.json" "$tmp/part1.json"
+expect_fail "merge refuses a part of another split" "$tmp/part1of4.json: part of another run (shard 1/4 of 40 starts" \
+    "${merge_keep[@]}" "$tmp/part0.json" "$tmp/part1of4.json" "$tmp/part2.json"
+expect_fail "merge refuses a cache made without --shard" "$tmp/unsharded.json: not a part of a sharded run" \
+    "${merge_keep[@]}" "$tmp/unsharded.json"
+expect_fail "merge needs --out" "merge needs --out PATH" $divgpu merge "$tmp/part0.json"
+# A part altered on disk: a start (merge checks the starts' sha256) or a winner (only cmp sees it).
+alter() {  # alter PART OUT K: swaps items K and K+1 of the part's first sequence
+    python3 - "$@" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+i = next(i for i, l in enumerate(lines) if l.startswith("["))
+body = lines[i].rstrip(",")
+seq = body.strip("[]").split(",")
+k = int(sys.argv[3])
+seq[k], seq[k + 1] = seq[k + 1], seq[k]
+lines[i] = "[" + ",".join(seq) + "]" + lines[i][len(body):]
+open(sys.argv[2], "w").write("\n".join(lines))
+PY
+}
+alter "$tmp/part1.json" "$tmp/badstart1.json" 0
+expect_fail "merge refuses a part whose start was altered" "do not hash to the run's starts_sha256" \
+    "${merge_keep[@]}" "$tmp/part0.json" "$tmp/badstart1.json" "$tmp/part2.json"
+[ "$(cat "$tmp/keepmerge.json")" = precious ] && ok "refused merges left the output untouched" || not_ok "refused merges left the output untouched"
+alter "$tmp/part1.json" "$tmp/badwinner1.json" 5
+expect_ok "merge takes a part with an altered winner (it checks starts, not the GPU's work)" \
+    $divgpu merge --out "$tmp/merged-bad.json" "$tmp/part0.json" "$tmp/badwinner1.json" "$tmp/part2.json"
+cmp -s "$tmp/merged-bad.json" "$tmp/unsharded.json" && not_ok "twin: cmp sees the altered winner in the merge" \
+    || ok "twin: cmp sees the altered winner in the merge"
+expect_fail "--shard 3/3" "--shard '3/3': I is 0-based and must be below N (0..2)" "${run_keep[@]}" --shard 3/3
+expect_fail "--shard 0/0" "--shard '0/0': N must be at least 1" "${run_keep[@]}" --shard 0/0
+expect_fail "--shard 1" "--shard '1': expected I/N" "${run_keep[@]}" --shard 1
+expect_fail "--shard with more parts than --starts" "--shard 0/5: 5 parts of 4 starts would leave a part empty" "${run_keep[@]}" --starts 0:4 --shard 0/5
+expect_fail "--shard with more parts than items" "--shard 0/301: 301 parts of 300 starts" "${run_keep[@]}" --shard 0/301
+[ "$(cat "$tmp/keep.json")" = precious ] && ok "refused --shard values left the output untouched" || not_ok "refused --shard values left the output untouched"
+
+# A shard's checkpoint: an interrupted part resumes; another shard is refused on it.
+half=(--embeddings "$tmp/r.json" --starts 0:48 --length 600 --batch 4 --target-ms 20)
+job=("${half[@]}" --shard 1/2)
+start_and_signal "$tmp/half1.json" INT
+[ "$rc" -eq 130 ] && [ "$before" -gt 0 ] && ok "shard 1/2 interrupted after $before sequences" || not_ok "shard 1/2 interrupted (exit $rc, $before committed)"
+expect_fail "a checkpoint of another shard is refused" "belongs to a run of --shard 1/2 (this run's: --shard 0/2)" \
+    $divgpu run "${half[@]}" --shard 0/2 --out "$tmp/half1.json"
+expect_ok "the same shard resumes" $divgpu run "${job[@]}" --out "$tmp/half1.json"
+grep -q "^divgpu: resuming from $tmp/half1.json.checkpoint" "$tmp/stderr" && ok "shard 1/2 resumed from its checkpoint" \
+    || not_ok "shard 1/2 resumed from its checkpoint" "$(cat "$tmp/stderr")"
+expect_ok "shard 0/2" $divgpu run "${half[@]}" --shard 0/2 --out "$tmp/half0.json" --quiet
+expect_ok "merge of the resumed part" $divgpu merge --out "$tmp/halves.json" "$tmp/half0.json" "$tmp/half1.json" --quiet
+cmp -s "$tmp/halves.json" "$tmp/whole.json" && ok "a resumed part merges to the uninterrupted unsharded bytes" \
+    || not_ok "a resumed part merges to the uninterrupted unsharded bytes"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

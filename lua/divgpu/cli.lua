@@ -58,6 +58,30 @@ local function parse_starts(divgpu, spec, n)
     return divgpu.array("u32", list)
 end
 
+--- --shard I/N -> I, N: part I (0-based) of N.
+local function parse_shard(spec)
+    local i, n = tostring(spec):match("^%s*(%d+)%s*/%s*(%d+)%s*$")
+    if not i then fail("--shard '%s': expected I/N (part I of N, I counted from 0)", tostring(spec)) end
+    i, n = tonumber(i), tonumber(n)
+    if n < 1 then fail("--shard '%s': N must be at least 1", spec) end
+    if i >= n then fail("--shard '%s': I is 0-based and must be below N (0..%d)", spec, n - 1) end
+    return i, n
+end
+
+--- The starts of --shard I/N: the contiguous block of positions
+--- [floor(I*M/N), floor((I+1)*M/N)) of the run's M starts (contract::shard),
+--- and what the checkpoint and the part's header record of the whole run.
+local function shard_starts(divgpu, spec, all)
+    local i, n = parse_shard(spec)
+    if n > #all then
+        fail("--shard %s: %d parts of %d starts would leave a part empty: N must be at most the number of starts", spec, n, #all)
+    end
+    local first, count = divgpu.shard_block(#all, i, n)
+    local part = divgpu.array("u32", count)
+    for k = 1, count do part[k] = all[first + k] end
+    return part, { index = i, count = n, starts = all, first = first }
+end
+
 local function device_option(value)
     if value == nil then return nil end
     return tonumber(value) or value
@@ -321,6 +345,8 @@ local function cmd_run(a)
     check_choice(a.method, METHOD_NAMES, "--method")
     local e = load_for(divgpu, a.embeddings, precision)
     local starts = parse_starts(divgpu, a.starts, e.n)
+    local shard
+    if a.shard then starts, shard = shard_starts(divgpu, a.shard, starts) end
     local length = a.length and tonumber(a.length) or e.n
     if length > e.n then
         fail("--length %s is out of range: it must be between 1 and the number of items, %d", tostring(a.length), e.n)
@@ -329,7 +355,11 @@ local function cmd_run(a)
     local target_ms = tonumber(a.target_ms)
     -- Before the device: a checkpoint of another job is refused at once.
     local cp = divgpu.checkpoint(a.out, { contract = CONTRACT[precision], table = e, length = length,
-                                          starts = starts, restart = a.restart })
+                                          starts = starts, restart = a.restart, shard = shard })
+    if shard and not a.quiet then
+        io_stderr:write(string_format("divgpu: shard %d/%d: starts at positions %d..%d of %d, written as a part for 'divgpu merge'\n",
+            shard.index, shard.count, shard.first, shard.first + #starts - 1, #shard.starts))
+    end
     local resumed, total = cp.done, cp.total
     if resumed > 0 and not a.quiet then
         io_stderr:write(string_format("divgpu: resuming from %s: %d of %d sequences already done\n",
@@ -432,6 +462,15 @@ local function cmd_synth(a)
     io_stdout:write(a.out, "\n")
 end
 
+--- Checks the parts of a sharded run and writes their merge (contract::shard).
+local function cmd_merge(a)
+    local m = require("divgpu").merge(a.out, a.parts)
+    if not a.quiet then
+        io_stderr:write(string_format("divgpu: merged %d parts: %d sequences of length %d\n", m.parts, m.sequences, m.length))
+    end
+    io_stdout:write(a.out, "\n")
+end
+
 local function cmd_info(a)
     local divgpu = require "divgpu"
     if a.measure_l2 then
@@ -497,6 +536,22 @@ local function check_starts_syntax(spec)
     end
 end
 
+--- --shard's values, and N against the number of starts where --starts
+--- gives it (without --starts it is the table's size: checked once read).
+local function check_shard(spec, starts)
+    local _, n = parse_shard(spec)
+    local m
+    if starts and starts:find(":") then
+        local a, b = starts:match("^%s*(%d+)%s*:%s*(%d+)%s*$")
+        m = tonumber(b) - tonumber(a)
+    elseif starts then
+        m = select(2, (starts .. ","):gsub(",", ""))
+    end
+    if m and m >= 1 and n > m then
+        fail("--shard %s: %d parts of %d starts would leave a part empty: N must be at most the number of starts", spec, n, m)
+    end
+end
+
 --- Options that do not apply to the chosen method or shape are refused:
 --- an option silently ignored is a lie about what ran.
 local function validate_run(a)
@@ -514,6 +569,7 @@ local function validate_run(a)
     if a.tile_size ~= nil and a.tile_size ~= "auto" then positive_integer(a.tile_size, "--tile-size") end
     check_starts_syntax(a.starts)
     device_entries(a.device)
+    if a.shard then check_shard(a.shard, a.starts) end
     local tile_options = {}
     if a.tile_size then tile_options[#tile_options + 1] = "--tile-size" end
     if a.l2_bytes then tile_options[#tile_options + 1] = "--l2-bytes" end
@@ -546,6 +602,7 @@ local VALIDATE = {
     run = validate_run,
     ["convert-fp16"] = function() end,
     verify = function(a) optional(positive_integer, a.sequences, "--sequences") end,
+    merge = function(a) if not a.out then fail("merge needs --out PATH (the merged cache to write)") end end,
     synth = function(a)
         positive_integer(a.n, "--n")
         positive_integer(a.dim, "--dim")
@@ -577,6 +634,9 @@ local function build_parser()
     run:option("--embeddings", "embeddings.json to read." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
     run:option("--out", "Cache to write (atomically).", "diversity_cache.json")
     run:option("--starts", "Starting items: A:B (A <= s < B) or i,j,k. Default: every item.")
+    run:option("--shard", "I/N: run only part I of N of the starts (I is 0-based: 0 <= I < N; N <= the number of "
+        .. "starts), the contiguous block of positions floor(I*M/N) .. floor((I+1)*M/N)-1 of the M starts; the cache "
+        .. "is a part for 'divgpu merge'.")
     run:option("--length", "Items per sequence, 1..N. Default: N (a full ordering).")
     run:option("--batch", "Sequences per GPU batch. Default: from the device's limits.")
     run:option("--device", "Device index or name substring (see 'divgpu info'); all (every GPU); or a list "
@@ -609,6 +669,15 @@ local function build_parser()
     verify:option("--cache", "Cache to check.", "diversity_cache.json")
     verify:option("--sequences", "Check only the first K sequences. Default: all.")
     verify:flag("--quiet", "No progress on stderr.")
+
+    local merge = p:command("merge", "Check the parts of a sharded run (run --shard I/N) and merge them into one "
+        .. "cache, byte-identical to the unsharded run's.")
+    merge:epilog("Every part must be of the same table, contract, length, format version and run (its count of parts "
+        .. "and starts); each shard once, none missing. Any other input is refused with one line naming the file; "
+        .. "the output is written atomically (an existing one stays as it was on failure).")
+    merge:argument("parts", "The part files, in any order."):args("+")
+    merge:option("--out", "Cache to write (atomically); required.")
+    merge:flag("--quiet", "No summary on stderr.")
 
     local synth = p:command("synth", "Write a clustered synthetic embeddings.json (SPEC section 6).")
     synth:option("--n", "Number of items."):args(1)
@@ -651,7 +720,7 @@ local function main(argv)
         io_stderr:write("divgpu: ", first_line(why), " (see 'divgpu ", a.command, " --help')\n")
         return 2
     end
-    local commands = { run = cmd_run, verify = cmd_verify, synth = cmd_synth, info = cmd_info,
+    local commands = { run = cmd_run, verify = cmd_verify, synth = cmd_synth, info = cmd_info, merge = cmd_merge,
                        ["convert-fp16"] = cmd_convert_fp16,
                        bench = function(args) return require("divgpu.bench").command(args, _M) end }
     local ran, err = xpcall(commands[a.command], function(e)

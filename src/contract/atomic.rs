@@ -26,7 +26,12 @@ pub fn write_atomically(
     let result = (|| -> Result<()> {
         let file = File::create(&tmp).map_err(|e| Error::io(&tmp_str, e))?;
         let mut w = BufWriter::new(file);
-        write(&mut w).map_err(|e| Error::input(path, format!("write failed: {e}")))?;
+        // A crate error raised by `write` (merge: a part found bad while it
+        // is copied) is passed on as it is; any other is a failed write.
+        write(&mut w).map_err(|e| match e.downcast::<Error>() {
+            Ok(e) => *e,
+            Err(e) => Error::input(path, format!("write failed: {e}")),
+        })?;
         let file = w.into_inner().map_err(|e| Error::io(&tmp_str, e.into_error()))?;
         file.sync_all().map_err(|e| Error::io(&tmp_str, e))?;
         std::fs::rename(&tmp, target).map_err(|e| Error::io(path, e))

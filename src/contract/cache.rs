@@ -30,8 +30,9 @@ struct CacheFile {
 }
 
 /// The cache's bytes before its first sequence: the header fields, then the
-/// opening of the `sequences` array.
-pub fn head(header: &CacheHeader) -> Result<Vec<u8>> {
+/// opening of the `sequences` array. Generic so that a shard's part (a header
+/// with one more field, `contract::shard`) is written by the same code.
+pub fn head(header: &impl Serialize) -> Result<Vec<u8>> {
     let head = serde_json::to_string(header).map_err(|e| Error::Usage(format!("cache header: {e}")))?;
     // `head` is `{...}`: reopen it to append the sequences.
     Ok(format!("{},\n\"sequences\": [", &head[..head.len() - 1]).into_bytes())
@@ -84,30 +85,33 @@ pub fn read(path: &str) -> Result<(CacheHeader, Vec<u32>)> {
     parse(path, &bytes)
 }
 
-/// The bytes of a cache file named `path` (the fuzz targets' entry point).
-pub fn parse(path: &str, bytes: &[u8]) -> Result<(CacheHeader, Vec<u32>)> {
-    let file: CacheFile = serde_json::from_slice(bytes).map_err(|e| Error::input(path, e.to_string()))?;
-    if file.header.format != FORMAT || file.header.version != VERSION {
+/// The header's format and version, its contract, sha256 and length, as
+/// `parse` and `divgpu merge` accept them.
+pub fn check_header(path: &str, h: &CacheHeader) -> Result<()> {
+    if h.format != FORMAT || h.version != VERSION {
         return Err(Error::input(
             path,
-            format!(
-                "not a divgpu cache of version {VERSION} (format {:?}, version {})",
-                file.header.format, file.header.version
-            ),
+            format!("not a divgpu cache of version {VERSION} (format {:?}, version {})", h.format, h.version),
         ));
     }
     // Both are printed by `verify`: checked here, they keep its lines one line.
-    let h = &file.header;
     if h.contract != "fp32" && h.contract != "fp16" {
         return Err(Error::input(path, format!("unknown contract {:?} (SPEC section 4: \"fp32\" or \"fp16\")", h.contract)));
     }
     if h.embeddings_sha256.len() != 64 || !h.embeddings_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::input(path, "embeddings_sha256 is not a sha256 (64 hex digits)"));
     }
-    let length = file.header.length;
-    if length == 0 {
+    if h.length == 0 {
         return Err(Error::input(path, "the header says length 0"));
     }
+    Ok(())
+}
+
+/// The bytes of a cache file named `path` (the fuzz targets' entry point).
+pub fn parse(path: &str, bytes: &[u8]) -> Result<(CacheHeader, Vec<u32>)> {
+    let file: CacheFile = serde_json::from_slice(bytes).map_err(|e| Error::input(path, e.to_string()))?;
+    check_header(path, &file.header)?;
+    let length = file.header.length;
     // Every sequence is checked before anything is allocated: the header's
     // length alone (say 1e12) must not size an allocation.
     let num_items = file.header.num_items;

@@ -15,18 +15,19 @@
 //! cache is `sequences.part` plus the closing bytes, renamed onto `OUT`: the
 //! file is streamed batch by batch (no N × L array in memory) and never copied.
 //! The sequences are stored in the order of the starts, so a resume may use
-//! another batch size, method or layout.
+//! another batch size, method or layout. A run of one shard (`run --shard`)
+//! has its part's starts here, and its place in the whole run (`shard`, in
+//! `state.json` and in the cache header: `contract::shard`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::atomic::write_atomically;
 use super::cache::{self, CacheHeader};
-use super::table::hex;
+use super::shard::{self, starts_sha256, Shard};
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "divgpu-checkpoint";
@@ -49,6 +50,10 @@ struct State {
     done: usize,
     /// Bytes of `sequences.part` committed.
     bytes: u64,
+    /// A run of one shard: its place in the whole run (absent otherwise, and
+    /// in the state files of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shard: Option<Shard>,
 }
 
 pub struct Checkpoint {
@@ -57,14 +62,6 @@ pub struct Checkpoint {
     state: State,
     /// `sequences.part`, open for appending; made by the first `append`.
     part: Option<File>,
-}
-
-fn starts_sha256(starts: &[u32]) -> String {
-    let mut h = Sha256::new();
-    for s in starts {
-        h.update(s.to_le_bytes());
-    }
-    hex(&h.finalize())
 }
 
 fn display(p: &Path) -> String {
@@ -78,6 +75,18 @@ impl Checkpoint {
     /// `append`). A checkpoint of another job, or a damaged one, is an error
     /// unless `restart`, which discards it.
     pub fn open(out: &str, header: &CacheHeader, starts: &[u32], restart: bool) -> Result<Checkpoint> {
+        Checkpoint::open_shard(out, header, None, starts, restart)
+    }
+
+    /// `open` for a run of one shard: `starts` are the part's, `shard` its
+    /// place in the whole run; the cache it writes is that part.
+    pub fn open_shard(
+        out: &str,
+        header: &CacheHeader,
+        shard: Option<Shard>,
+        starts: &[u32],
+        restart: bool,
+    ) -> Result<Checkpoint> {
         let out_path = PathBuf::from(out);
         let folder = match out_path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -90,7 +99,7 @@ impl Checkpoint {
             return Err(Error::input(out, "not a file path"));
         }
         let dir = PathBuf::from(format!("{out}.checkpoint"));
-        let head = cache::head(header)?;
+        let head = shard::head(header, shard.as_ref())?;
         let state = State {
             format: FORMAT.into(),
             version: VERSION,
@@ -103,6 +112,7 @@ impl Checkpoint {
             starts_sha256: starts_sha256(starts),
             done: 0,
             bytes: head.len() as u64,
+            shard,
         };
         let mut cp = Checkpoint { out: out_path, dir, state, part: None };
         if !cp.dir.exists() {
@@ -154,6 +164,12 @@ impl Checkpoint {
             Some(format!("contract {} (this run's: {})", disk.contract, want.contract))
         } else if disk.length != want.length {
             Some(format!("--length {} (this run's: {})", disk.length, want.length))
+        } else if disk.shard.as_ref().map(|s| (s.index, s.count)) != want.shard.as_ref().map(|s| (s.index, s.count)) {
+            let name = |s: &Option<Shard>| s.as_ref().map_or("no --shard".into(), |s| format!("--shard {}/{}", s.index, s.count));
+            Some(format!("{} (this run's: {})", name(&disk.shard), name(&want.shard)))
+        } else if disk.shard != want.shard {
+            let whole = |s: &Option<Shard>| s.as_ref().map_or(0, |s| s.starts);
+            Some(format!("other --starts ({} starts in all; this run has {})", whole(&disk.shard), whole(&want.shard)))
         } else if disk.starts != want.starts || disk.starts_sha256 != want.starts_sha256 {
             Some(format!("other --starts ({} starts; this run has {})", disk.starts, want.starts))
         } else {
@@ -249,7 +265,7 @@ impl Checkpoint {
             fs::create_dir_all(&self.dir).map_err(|e| Error::io(display(&self.dir), e))?;
             let header = self.header();
             let mut f = File::create(&part_path).map_err(|e| Error::io(&part_name, e))?;
-            f.write_all(&cache::head(&header)?).map_err(|e| Error::io(&part_name, e))?;
+            f.write_all(&shard::head(&header, self.state.shard.as_ref())?).map_err(|e| Error::io(&part_name, e))?;
             self.part = Some(f);
         }
         let part = self.part.as_mut().ok_or_else(|| Error::Usage("checkpoint: sequences.part is not open".into()))?;

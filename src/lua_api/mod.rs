@@ -15,7 +15,7 @@ use self::arrays::HostArray;
 use self::checkpoint::CheckpointHandle;
 use self::embeddings::Embeddings;
 use self::gpu::{info_table, Context, Spirv};
-use crate::contract::{cache, checkpoint::Checkpoint, mirror, synth, table::Table};
+use crate::contract::{cache, checkpoint::Checkpoint, mirror, shard, synth, table::Table};
 use crate::error::Error;
 use crate::shaders;
 use crate::vk::context::{all_validation_messages, timeout_from_env, timeout_from_seconds, Device, DeviceSelector, Instance};
@@ -374,9 +374,11 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
-    // divgpu.checkpoint(out, { contract, table, length, starts, restart }) -> the
+    // divgpu.checkpoint(out, { contract, table, length, starts, restart, shard }) -> the
     // checkpoint of a run writing `out` (OUT.checkpoint/): resumed when it
     // belongs to this job, an error when it belongs to another (unless restart).
+    // shard = { index, count, starts = the whole run's starts }: a run of one
+    // part (`starts` are then the part's), whose cache is that part.
     m.set(
         "checkpoint",
         lua.create_function(|_, (out, o): (String, LuaTable)| {
@@ -384,8 +386,44 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
             let starts: UserDataRef<HostArray> = o.get("starts")?;
             let header = cache_header(&o, &table.0)?;
             let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
-            let cp = Checkpoint::open(&out, &header, starts.as_u32("starts")?, restart)?;
+            let part = match o.get::<Option<LuaTable>>("shard")? {
+                None => None,
+                Some(s) => {
+                    let all: UserDataRef<HostArray> = s.get("starts")?;
+                    let sh = shard::Shard::new(s.get("index")?, s.get("count")?, all.as_u32("shard.starts")?)?;
+                    let block = sh.block()?;
+                    if all.as_u32("shard.starts")?[block] != *starts.as_u32("starts")? {
+                        return Err(Error::Usage("checkpoint: starts are not the shard's block of shard.starts".into()).into());
+                    }
+                    Some(sh)
+                }
+            };
+            let cp = Checkpoint::open_shard(&out, &header, part, starts.as_u32("starts")?, restart)?;
             Ok(CheckpointHandle::new(cp))
+        })?,
+    )?;
+
+    // divgpu.shard_block(total, index, count) -> first, count: the 0-based
+    // positions of part `index` of `count` among `total` starts (contract::shard).
+    m.set(
+        "shard_block",
+        lua.create_function(|_, (total, index, count): (usize, usize, usize)| {
+            let b = shard::block(total, index, count)?;
+            Ok((b.start, b.len()))
+        })?,
+    )?;
+
+    // divgpu.merge(out, { part paths }) -> { parts, sequences, length }: checks
+    // the parts of a sharded run and writes their merge atomically.
+    m.set(
+        "merge",
+        lua.create_function(|lua, (out, paths): (String, Vec<String>)| {
+            let merged = shard::merge(&out, &paths)?;
+            let t = lua.create_table()?;
+            t.set("parts", merged.parts)?;
+            t.set("sequences", merged.sequences)?;
+            t.set("length", merged.length)?;
+            Ok(t)
         })?,
     )?;
 

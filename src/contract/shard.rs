@@ -1,0 +1,687 @@
+//! A run split over several jobs (`run --shard I/N`) and the merge of their
+//! parts (`divgpu merge`): issue 8, item 2.
+//!
+//! The split: of a run's M starts (after `--starts`, in their order), part I
+//! of N holds the contiguous block of positions [floor(I·M/N),
+//! floor((I+1)·M/N)); the blocks are in order, cover every position once and
+//! differ in size by at most one. N must not exceed M (no empty part).
+//! Concatenated in index order the parts are the run's sequences in the run's
+//! order, so the merged file is byte-identical to an unsharded run's.
+//!
+//! A part is a cache (SPEC section 4) with one more header field, `"shard":
+//! {"index": I, "count": N, "starts": M, "starts_sha256": "..."}` (the sha256
+//! of the whole run's starts as little-endian u32s, as the checkpoint keys
+//! them), written just before `"sequences"`. Readers that ignore unknown
+//! fields read a part as a cache; the merged file carries no `shard` field.
+//!
+//! `merge` reads each part's header first (the bytes before `"sequences"`)
+//! and refuses, with one line naming the file, a part of another table,
+//! contract, length, format version or run (shard count, starts), a shard
+//! given twice, a shard missing, or a file that is not a part. It then
+//! streams the parts' sequences into the output in index order through the
+//! cache writer (one sequence in memory at a time), checking each sequence's
+//! length and items, each part's sequence count against its block, and at the
+//! end that the first items of all sequences hash to the run's
+//! `starts_sha256`. The output is written atomically: on any error the
+//! temporary file is removed and an existing output is left as it was.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::ops::Range;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::atomic::write_atomically;
+use super::cache::{self, CacheHeader};
+use super::table::hex;
+use crate::error::{Error, Result};
+
+/// What a part is: its place among the parts, and the whole run's starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+    /// How many starts the whole run has.
+    pub starts: usize,
+    /// sha256 of the whole run's starts (u32, little-endian, in order).
+    pub starts_sha256: String,
+}
+
+/// A part's header: the cache header, then `shard` (absent in a plain cache).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PartHeader {
+    #[serde(flatten)]
+    pub header: CacheHeader,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+}
+
+/// sha256 of a list of starts: u32 little-endian, in order.
+pub fn starts_sha256(starts: &[u32]) -> String {
+    let mut h = Sha256::new();
+    for s in starts {
+        h.update(s.to_le_bytes());
+    }
+    hex(&h.finalize())
+}
+
+/// Positions of the starts that part `index` of `count` holds, out of `total`.
+pub fn block(total: usize, index: usize, count: usize) -> Result<Range<usize>> {
+    if count == 0 {
+        return Err(Error::Usage("shard: the number of parts must be at least 1".into()));
+    }
+    if index >= count {
+        return Err(Error::Usage(format!("shard {index}/{count}: the index is 0-based and must be below the count")));
+    }
+    if count > total {
+        return Err(Error::Usage(format!("shard {index}/{count}: {count} parts of {total} starts would leave a part empty")));
+    }
+    // u128: total x count cannot wrap.
+    let at = |i: usize| (i as u128 * total as u128 / count as u128) as usize;
+    Ok(at(index)..at(index + 1))
+}
+
+impl Shard {
+    /// Part `index` of `count` of a run of `all` starts.
+    pub fn new(index: usize, count: usize, all: &[u32]) -> Result<Shard> {
+        block(all.len(), index, count)?;
+        Ok(Shard { index, count, starts: all.len(), starts_sha256: starts_sha256(all) })
+    }
+
+    /// The positions of this part's starts in the whole run's list.
+    pub fn block(&self) -> Result<Range<usize>> {
+        block(self.starts, self.index, self.count)
+    }
+}
+
+/// The bytes before the first sequence: a plain cache's head, or a part's.
+pub fn head(header: &CacheHeader, shard: Option<&Shard>) -> Result<Vec<u8>> {
+    match shard {
+        None => cache::head(header),
+        Some(s) => cache::head(&PartHeader { header: header.clone(), shard: Some(s.clone()) }),
+    }
+}
+
+/// How far into a file the header may reach (a part's header is a few
+/// hundred bytes).
+const HEAD_LIMIT: u64 = 1 << 20;
+
+/// A part's header and the byte offset just past the `[` that opens its
+/// sequences. The header is the text before `"sequences"`, which divgpu
+/// writes first.
+fn read_head(path: &str) -> Result<(PartHeader, u64)> {
+    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut buf = Vec::new();
+    (&mut f).take(HEAD_LIMIT).read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+    const KEY: &[u8] = b"\"sequences\"";
+    let pos = buf
+        .windows(KEY.len())
+        .position(|w| w == KEY)
+        .ok_or_else(|| Error::input(path, "no \"sequences\" in its first MiB: not a cache written by divgpu run"))?;
+    // `{ header fields ,` before the key: closed, it is the header's JSON.
+    let mut text = buf[..pos].trim_ascii_end().to_vec();
+    if text.pop() != Some(b',') {
+        return Err(Error::input(path, "its header does not end before \"sequences\": not a cache written by divgpu run"));
+    }
+    text.push(b'}');
+    let part: PartHeader = serde_json::from_slice(&text)
+        .map_err(|e| Error::input(path, format!("its header cannot be read ({e}): not a cache written by divgpu run")))?;
+    cache::check_header(path, &part.header)?;
+    let mut i = pos + KEY.len();
+    for want in [b':', b'['] {
+        while buf.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if buf.get(i) != Some(&want) {
+            return Err(Error::input(path, format!("expected '{}' after \"sequences\" at byte {i}", want as char)));
+        }
+        i += 1;
+    }
+    Ok((part, i as u64))
+}
+
+/// Streams the sequences of a cache's `sequences` array, from just past its
+/// `[`: JSON whitespace, arrays of non-negative integers, then `]}` and the
+/// end of the file. Errors are one line with the byte offset.
+struct Sequences<R: Read> {
+    r: R,
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    /// File offset of `buf[pos]`.
+    offset: u64,
+    /// Sequences read so far.
+    count: usize,
+    done: bool,
+}
+
+impl<R: Read> Sequences<R> {
+    fn new(r: R, offset: u64) -> Self {
+        Sequences { r, buf: vec![0; 1 << 20].into_boxed_slice(), pos: 0, len: 0, offset, count: 0, done: false }
+    }
+
+    fn peek(&mut self) -> std::result::Result<Option<u8>, String> {
+        if self.pos == self.len {
+            self.len = loop {
+                match self.r.read(&mut self.buf) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(format!("read failed at byte {}: {e}", self.offset)),
+                }
+            };
+            self.pos = 0;
+            if self.len == 0 {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.buf[self.pos]))
+    }
+
+    fn bump(&mut self) {
+        self.pos += 1;
+        self.offset += 1;
+    }
+
+    /// The next byte that is not JSON whitespace (not consumed).
+    fn skip_ws(&mut self) -> std::result::Result<Option<u8>, String> {
+        while let Some(b) = self.peek()? {
+            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                return Ok(Some(b));
+            }
+            self.bump();
+        }
+        Ok(None)
+    }
+
+    fn unexpected(&self, got: Option<u8>, want: &str) -> String {
+        match got {
+            Some(b) => format!("byte {}: expected {want}, found {:?}", self.offset, b as char),
+            None => format!("byte {}: the file ends where {want} was expected (truncated)", self.offset),
+        }
+    }
+
+    /// Reads the next sequence into `seq`; false after the last one. A
+    /// sequence longer than `length` is an error as soon as it is, so memory
+    /// stays one sequence whatever the file holds.
+    fn next(&mut self, seq: &mut Vec<u32>, length: usize, num_items: usize) -> std::result::Result<bool, String> {
+        if self.done {
+            return Ok(false);
+        }
+        seq.clear();
+        let b = self.skip_ws()?;
+        if b == Some(b']') {
+            self.bump();
+            self.end()?;
+            return Ok(false);
+        }
+        if self.count > 0 {
+            if b != Some(b',') {
+                return Err(self.unexpected(b, "',' or ']' after a sequence"));
+            }
+            self.bump();
+        }
+        let b = self.skip_ws()?;
+        if b != Some(b'[') {
+            return Err(self.unexpected(b, "'[' opening a sequence"));
+        }
+        self.bump();
+        let i = self.count;
+        if self.skip_ws()? == Some(b']') {
+            self.bump();
+        } else {
+            loop {
+                let step = seq.len();
+                self.skip_ws()?;
+                let x = self.number(i, step)?;
+                if x as usize >= num_items {
+                    return Err(format!("sequence {i}, step {step}: item {x} is out of range (the header says {num_items} items)"));
+                }
+                if seq.len() == length {
+                    return Err(format!("sequence {i} has more than {length} items, the header says length {length}"));
+                }
+                seq.push(x);
+                match self.skip_ws()? {
+                    Some(b',') => self.bump(),
+                    Some(b']') => {
+                        self.bump();
+                        break;
+                    }
+                    other => return Err(self.unexpected(other, "',' or ']' in a sequence")),
+                }
+            }
+        }
+        if seq.len() != length {
+            return Err(format!("sequence {i} has {} items, the header says length {length}", seq.len()));
+        }
+        self.count += 1;
+        Ok(true)
+    }
+
+    /// A JSON integer in 0..2^32 (no sign, fraction, exponent or leading zero).
+    fn number(&mut self, i: usize, step: usize) -> std::result::Result<u32, String> {
+        let start = self.offset;
+        let mut x: u64 = 0;
+        let mut digits = 0;
+        while let Some(b @ b'0'..=b'9') = self.skip_digit()? {
+            if digits == 1 && x == 0 {
+                return Err(format!("byte {start}: sequence {i}, step {step}: a number with a leading zero"));
+            }
+            x = x * 10 + u64::from(b - b'0');
+            if x > u64::from(u32::MAX) {
+                return Err(format!("byte {start}: sequence {i}, step {step}: the item is past 2^32"));
+            }
+            digits += 1;
+        }
+        if digits == 0 {
+            let b = self.peek()?;
+            return Err(self.unexpected(b, "an item index (a non-negative integer)"));
+        }
+        Ok(x as u32)
+    }
+
+    fn skip_digit(&mut self) -> std::result::Result<Option<u8>, String> {
+        match self.peek()? {
+            Some(b) if b.is_ascii_digit() => {
+                self.bump();
+                Ok(Some(b))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// After the sequences' `]`: the object's `}` and nothing else.
+    fn end(&mut self) -> std::result::Result<(), String> {
+        let b = self.skip_ws()?;
+        if b != Some(b'}') {
+            return Err(self.unexpected(b, "'}' after the sequences (\"sequences\" is the last field divgpu writes)"));
+        }
+        self.bump();
+        if let Some(b) = self.skip_ws()? {
+            return Err(self.unexpected(Some(b), "the end of the file"));
+        }
+        self.done = true;
+        Ok(())
+    }
+}
+
+struct Part {
+    path: String,
+    header: CacheHeader,
+    shard: Shard,
+    block: Range<usize>,
+    offset: u64,
+}
+
+/// What `merge` wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merged {
+    pub parts: usize,
+    pub sequences: usize,
+    pub length: usize,
+}
+
+/// Checks that `paths` are all the parts of one sharded run and writes their
+/// merge to `out` (atomically), byte-identical to the unsharded run's cache.
+pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
+    if paths.is_empty() {
+        return Err(Error::Usage("merge: no parts given".into()));
+    }
+    let mut parts = Vec::with_capacity(paths.len());
+    for path in paths {
+        let (h, offset) = read_head(path)?;
+        let shard = h.shard.ok_or_else(|| {
+            Error::input(path, "not a part of a sharded run: its header has no \"shard\" field (written without --shard)")
+        })?;
+        if shard.starts_sha256.len() != 64 || !shard.starts_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::input(path, "shard.starts_sha256 is not a sha256 (64 hex digits)"));
+        }
+        let block = shard.block().map_err(|e| Error::input(path, format!("its header says {e}")))?;
+        parts.push(Part { path: path.clone(), header: h.header, shard, block, offset });
+    }
+    let first = &parts[0];
+    for p in &parts[1..] {
+        let (a, b) = (&first.header, &p.header);
+        if a.embeddings_sha256 != b.embeddings_sha256 || a.num_items != b.num_items || a.dim != b.dim {
+            return Err(Error::input(
+                &p.path,
+                format!(
+                    "made from another table (sha256 {}, {}x{}) than {} (sha256 {}, {}x{})",
+                    b.embeddings_sha256, b.num_items, b.dim, first.path, a.embeddings_sha256, a.num_items, a.dim
+                ),
+            ));
+        }
+        if a.contract != b.contract {
+            return Err(Error::input(&p.path, format!("contract {} differs from {}'s {}", b.contract, first.path, a.contract)));
+        }
+        if a.length != b.length {
+            return Err(Error::input(&p.path, format!("length {} differs from {}'s {}", b.length, first.path, a.length)));
+        }
+        let (s, t) = (&first.shard, &p.shard);
+        if s.count != t.count || s.starts != t.starts || s.starts_sha256 != t.starts_sha256 {
+            return Err(Error::input(
+                &p.path,
+                format!(
+                    "part of another run (shard {}/{} of {} starts, starts sha256 {}) than {} (shard {}/{} of {} starts, \
+                     starts sha256 {})",
+                    t.index, t.count, t.starts, t.starts_sha256, first.path, s.index, s.count, s.starts, s.starts_sha256
+                ),
+            ));
+        }
+    }
+    parts.sort_by_key(|p| p.shard.index); // stable: of two equal indices, the first given stays first
+    for w in parts.windows(2) {
+        if w[0].shard.index == w[1].shard.index {
+            return Err(Error::input(
+                &w[1].path,
+                format!("shard {}/{} is given twice (also {})", w[1].shard.index, w[1].shard.count, w[0].path),
+            ));
+        }
+    }
+    let count = parts[0].shard.count;
+    if let Some(missing) = (0..count).find(|&i| parts.get(i).map(|p| p.shard.index) != Some(i)) {
+        return Err(Error::Usage(format!(
+            "merge: shard {missing}/{count} is missing ({} of the {count} parts were given)",
+            parts.len()
+        )));
+    }
+    let header = parts[0].header.clone();
+    let expected = parts[0].shard.starts_sha256.clone();
+    if same_file(out, &parts) {
+        return Err(Error::input(out, "the output is one of the parts; write the merge elsewhere"));
+    }
+    let (length, num_items) = (header.length, header.num_items);
+    let mut written = 0usize;
+    write_atomically(out, |w| {
+        w.write_all(&cache::head(&header)?)?;
+        let mut starts = Sha256::new();
+        let mut seq = Vec::new();
+        for part in &parts {
+            let bad = |msg: String| Error::input(&part.path, msg);
+            let mut f = File::open(&part.path).map_err(|e| Error::io(&part.path, e))?;
+            f.seek(SeekFrom::Start(part.offset)).map_err(|e| Error::io(&part.path, e))?;
+            let mut reader = Sequences::new(f, part.offset);
+            while reader.next(&mut seq, length, num_items).map_err(bad)? {
+                starts.update(seq[0].to_le_bytes());
+                cache::write_sequences(w, &seq, length, written)?;
+                written += 1;
+            }
+            if reader.count != part.block.len() {
+                return Err(bad(format!(
+                    "shard {}/{} has {} sequences; its block of the run's {} starts holds {} (positions {}..{})",
+                    part.shard.index,
+                    part.shard.count,
+                    reader.count,
+                    part.shard.starts,
+                    part.block.len(),
+                    part.block.start,
+                    part.block.end
+                ))
+                .into());
+            }
+        }
+        if hex(&starts.finalize()) != expected {
+            return Err(Error::Usage(
+                "merge: the parts' starts (each sequence's first item, in shard order) do not hash to the run's \
+                 starts_sha256 in their headers: a part was altered"
+                    .into(),
+            )
+            .into());
+        }
+        w.write_all(cache::TAIL)?;
+        Ok(())
+    })?;
+    Ok(Merged { parts: parts.len(), sequences: written, length })
+}
+
+/// Whether `out` is one of the parts (the rename would replace it).
+fn same_file(out: &str, parts: &[Part]) -> bool {
+    let Ok(out) = Path::new(out).canonicalize() else { return false };
+    parts.iter().any(|p| Path::new(&p.path).canonicalize().is_ok_and(|q| q == out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::path::PathBuf;
+
+    use crate::contract::checkpoint::Checkpoint;
+
+    const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
+    const OTHER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+    fn header(length: usize, sha: &str) -> CacheHeader {
+        CacheHeader {
+            format: cache::FORMAT.into(),
+            version: cache::VERSION,
+            contract: "fp32".into(),
+            num_items: 9,
+            dim: 3,
+            length,
+            embeddings_sha256: sha.into(),
+        }
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("divgpu-shard-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn s(p: &Path) -> String {
+        p.display().to_string()
+    }
+
+    // Seven starts; the sequence of start s is [s, s+1, s+2, ...] mod 9.
+    const STARTS: [u32; 7] = [5, 0, 7, 2, 8, 1, 4];
+
+    fn sequences(starts: &[u32], length: usize) -> Vec<u32> {
+        starts.iter().flat_map(|&s| (0..length as u32).map(move |k| (s + k) % 9)).collect()
+    }
+
+    /// The unsharded run's cache, as `run` writes it (through the checkpoint).
+    fn whole(dir: &Path) -> Vec<u8> {
+        let out = s(&dir.join("whole.json"));
+        let mut cp = Checkpoint::open(&out, &header(3, SHA), &STARTS, false).unwrap();
+        cp.append(&sequences(&STARTS, 3)).unwrap();
+        cp.finish().unwrap();
+        fs::read(&out).unwrap()
+    }
+
+    /// Writes the parts of a run of `all` split `count` ways, as `run --shard` does.
+    fn parts(dir: &Path, h: &CacheHeader, all: &[u32], count: usize, tag: &str) -> Vec<String> {
+        (0..count)
+            .map(|i| {
+                let shard = Shard::new(i, count, all).unwrap();
+                let b = shard.block().unwrap();
+                let out = s(&dir.join(format!("{tag}-{i}-of-{count}.json")));
+                let mut cp = Checkpoint::open_shard(&out, h, Some(shard), &all[b.clone()], false).unwrap();
+                cp.append(&sequences(&all[b], h.length)).unwrap();
+                cp.finish().unwrap();
+                out
+            })
+            .collect()
+    }
+
+    fn merge_err(out: &str, paths: &[String]) -> String {
+        match merge(out, paths) {
+            Ok(m) => panic!("merged {m:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn blocks_are_contiguous_cover_every_start_once_and_differ_by_at_most_one() {
+        for total in 1..40 {
+            for count in 1..=total {
+                let blocks: Vec<_> = (0..count).map(|i| block(total, i, count).unwrap()).collect();
+                assert_eq!(blocks[0].start, 0);
+                assert_eq!(blocks[count - 1].end, total);
+                for w in blocks.windows(2) {
+                    assert_eq!(w[0].end, w[1].start);
+                }
+                let (lo, hi) = (blocks.iter().map(|b| b.len()).min().unwrap(), blocks.iter().map(|b| b.len()).max().unwrap());
+                assert!(lo >= 1 && hi - lo <= 1, "{total} / {count}");
+            }
+        }
+        assert_eq!(block(10, 1, 4).unwrap(), 2..5);
+        assert_eq!(block(usize::MAX, 3, 4).unwrap().end, usize::MAX, "no wrap");
+        assert!(block(3, 0, 4).unwrap_err().to_string().contains("4 parts of 3 starts would leave a part empty"));
+        assert!(block(9, 4, 4).unwrap_err().to_string().contains("0-based and must be below the count"));
+        assert!(block(9, 0, 0).is_err());
+    }
+
+    #[test]
+    fn a_part_is_a_cache_and_an_unsharded_head_has_no_shard() {
+        let h = header(3, SHA);
+        assert_eq!(head(&h, None).unwrap(), cache::head(&h).unwrap());
+        let d = tmp("part");
+        let p = parts(&d, &h, &STARTS, 3, "p");
+        let (read, flat) = cache::read(&p[1]).unwrap();
+        assert_eq!((read.length, flat.len()), (3, 6), "the cache reader reads a part");
+        let text = fs::read_to_string(&p[1]).unwrap();
+        assert!(text.contains(&format!(
+            "\"shard\":{{\"index\":1,\"count\":3,\"starts\":7,\"starts_sha256\":\"{}\"}},\n\"sequences\": [",
+            starts_sha256(&STARTS)
+        )));
+    }
+
+    #[test]
+    fn merged_parts_equal_the_unsharded_run_in_any_order() {
+        let d = tmp("merge");
+        let reference = whole(&d);
+        for count in [1, 2, 3, 7] {
+            let mut p = parts(&d, &header(3, SHA), &STARTS, count, "m");
+            p.reverse();
+            let out = s(&d.join(format!("merged-{count}.json")));
+            let m = merge(&out, &p).unwrap();
+            assert_eq!(m, Merged { parts: count, sequences: 7, length: 3 });
+            assert_eq!(fs::read(&out).unwrap(), reference, "{count} parts");
+        }
+        // Twin: parts of another order of the same starts merge to other bytes.
+        let mut swapped = STARTS;
+        swapped.swap(0, 1);
+        let p = parts(&d, &header(3, SHA), &swapped, 2, "swapped");
+        let out = s(&d.join("swapped.json"));
+        merge(&out, &p).unwrap();
+        assert_ne!(fs::read(&out).unwrap(), reference);
+    }
+
+    #[test]
+    fn foreign_duplicated_and_missing_parts_are_refused_in_one_line() {
+        let d = tmp("refuse");
+        let p = parts(&d, &header(3, SHA), &STARTS, 3, "a");
+        let out = s(&d.join("out.json"));
+        fs::write(&out, "precious").unwrap();
+        let other = parts(&d, &header(3, OTHER), &STARTS, 3, "other");
+        let e = merge_err(&out, &[p[0].clone(), other[1].clone(), p[2].clone()]);
+        assert!(e.starts_with(&format!("{}: made from another table (sha256 {OTHER}, 9x3) than {}", other[1], p[0])), "{e}");
+        let long = parts(&d, &header(4, SHA), &[5, 0, 7, 2, 8, 1, 4], 3, "long");
+        assert!(merge_err(&out, &[p[0].clone(), long[1].clone(), p[2].clone()]).contains("length 4 differs"));
+        let mut h16 = header(3, SHA);
+        h16.contract = "fp16".into();
+        let c16 = parts(&d, &h16, &STARTS, 3, "fp16");
+        assert!(merge_err(&out, &[p[0].clone(), c16[1].clone(), p[2].clone()]).contains("contract fp16 differs"));
+        let four = parts(&d, &header(3, SHA), &STARTS, 4, "four");
+        assert!(merge_err(&out, &[p[0].clone(), four[1].clone(), p[2].clone()]).contains("part of another run (shard 1/4"));
+        let fewer = parts(&d, &header(3, SHA), &STARTS[..6], 3, "fewer");
+        assert!(merge_err(&out, &[p[0].clone(), fewer[1].clone(), p[2].clone()]).contains("part of another run"));
+        let e = merge_err(&out, &[p[0].clone(), p[1].clone(), p[1].clone(), p[2].clone()]);
+        assert_eq!(e, format!("{}: shard 1/3 is given twice (also {})", p[1], p[1]));
+        let e = merge_err(&out, &[p[0].clone(), p[2].clone()]);
+        assert_eq!(e, "merge: shard 1/3 is missing (2 of the 3 parts were given)");
+        assert!(merge_err(&out, &[p[0].clone(), p[1].clone()]).contains("shard 2/3 is missing"));
+        let plain = s(&d.join("whole.json"));
+        whole(&d);
+        assert!(merge_err(&out, &[plain]).contains("not a part of a sharded run"));
+        assert!(merge_err(&p[0], &p).contains("the output is one of the parts"));
+        assert_eq!(fs::read_to_string(&out).unwrap(), "precious", "refusals leave the output alone");
+        // Twin: the three right parts merge.
+        merge(&out, &p).unwrap();
+    }
+
+    /// Rewrites the file `p` with `edit` applied to its text.
+    fn tamper(p: &str, edit: impl Fn(String) -> String) {
+        let text = fs::read_to_string(p).unwrap();
+        fs::write(p, edit(text)).unwrap();
+    }
+
+    #[test]
+    fn damaged_parts_are_refused_and_leave_no_output() {
+        let d = tmp("damaged");
+        let out = s(&d.join("out.json"));
+        let fresh = || parts(&d, &header(3, SHA), &STARTS, 3, "d");
+        // (text replaced in part 1, by, the error expected)
+        let cases = [
+            ("[7,8,0]", "[8,7,0]", "do not hash to the run's starts_sha256"),
+            ("[7,8,0]", "[7,8]", "sequence 0 has 2 items, the header says length 3"),
+            ("[7,8,0]", "[7,8,0,1]", "sequence 0 has more than 3 items"),
+            ("[7,8,0]", "[7,9,0]", "sequence 0, step 1: item 9 is out of range"),
+            ("[7,8,0]", "[7,08,0]", "leading zero"),
+            ("[7,8,0]", "[7,-8,0]", "expected an item index"),
+            ("[7,8,0]", "[7,4294967296,0]", "past 2^32"),
+            ("\n[7,8,0],", "", "has 1 sequences; its block of the run's 7 starts holds 2"),
+            ("\n]}\n", "\n]", "truncated"),
+            ("\n]}\n", "\n]}x", "expected the end of the file"),
+            ("\"version\":1", "\"version\":2", "not a divgpu cache of version 1"),
+            ("\"sequences\"", "\"seq\"", "no \"sequences\""),
+            ("\"index\":1", "\"index\":3", "the index is 0-based"),
+        ];
+        for (from, to, want) in cases {
+            let p = fresh();
+            assert!(fs::read_to_string(&p[1]).unwrap().contains(from));
+            tamper(&p[1], |t| t.replacen(from, to, 1));
+            let e = merge_err(&out, &p);
+            assert!(e.contains(want) && !e.contains('\n'), "want {want:?}, got {e}");
+            assert!(!Path::new(&out).exists(), "no output after {want:?}");
+            assert!(fs::read_dir(&d).unwrap().all(|f| !f.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
+        }
+        // Twin: untouched parts merge.
+        merge(&out, &fresh()).unwrap();
+    }
+
+    #[test]
+    fn a_checkpoint_resumes_only_the_same_shard_of_the_same_run() {
+        let d = tmp("checkpoint");
+        let out = s(&d.join("part.json"));
+        let h = header(3, SHA);
+        let shard = |i, all: &[u32]| Some(Shard::new(i, 3, all).unwrap());
+        let b = block(7, 1, 3).unwrap();
+        let mut cp = Checkpoint::open_shard(&out, &h, shard(1, &STARTS), &STARTS[b.clone()], false).unwrap();
+        cp.append(&sequences(&STARTS[b.start..b.start + 1], 3)).unwrap();
+        drop(cp);
+        let err = |sh: Option<Shard>, part: &[u32]| {
+            Checkpoint::open_shard(&out, &h, sh, part, false).err().map(|e| e.to_string()).unwrap_or_default()
+        };
+        assert!(err(shard(0, &STARTS), &STARTS[block(7, 0, 3).unwrap()]).contains("--shard 1/3 (this run's: --shard 0/3)"));
+        assert!(err(None, &STARTS[b.clone()]).contains("--shard 1/3 (this run's: no --shard)"));
+        // Shard 1/3 of the first six starts is the same block, [7, 2], of another run.
+        let six = &STARTS[..6];
+        assert_eq!(&six[block(6, 1, 3).unwrap()], &STARTS[b.clone()]);
+        assert!(err(shard(1, six), &STARTS[b.clone()]).contains("other --starts (7 starts in all; this run has 6)"));
+        // Twin: the same shard of the same run resumes and finishes as its part.
+        let mut cp = Checkpoint::open_shard(&out, &h, shard(1, &STARTS), &STARTS[b.clone()], false).unwrap();
+        assert_eq!(cp.done(), 1);
+        cp.append(&sequences(&STARTS[b.start + 1..b.end], 3)).unwrap();
+        cp.finish().unwrap();
+        let fresh = parts(&d, &h, &STARTS, 3, "fresh");
+        assert_eq!(fs::read(&out).unwrap(), fs::read(&fresh[1]).unwrap());
+    }
+
+    #[test]
+    fn the_sequence_reader_takes_any_json_whitespace() {
+        let text = b" \n[ 3 ,\t1 ]\r\n, [2,0]\n ] \n } \n";
+        let mut r = Sequences::new(&text[..], 0);
+        let mut seq = Vec::new();
+        assert!(r.next(&mut seq, 2, 4).unwrap());
+        assert_eq!(seq, [3, 1]);
+        assert!(r.next(&mut seq, 2, 4).unwrap());
+        assert_eq!(seq, [2, 0]);
+        assert!(!r.next(&mut seq, 2, 4).unwrap());
+        let mut empty = Sequences::new(&b"]}"[..], 0);
+        assert!(!empty.next(&mut seq, 2, 4).unwrap());
+    }
+}
