@@ -83,11 +83,11 @@ function _M.runs(runs, opts)
     end
     local scale = opts.scale or "auto"
     local panels = {
-        { y_label = "sequence-steps per second (GPU)", series = rate_series, log_y = log_axis(rate_series, scale) },
-        { y_label = "ms of GPU time per step", series = cost_series, log_y = log_axis(cost_series, scale) },
+        { y_label = "sequence-steps / s (GPU)", series = rate_series, log_y = log_axis(rate_series, scale) },
+        { y_label = "GPU ms per step", series = cost_series, log_y = log_axis(cost_series, scale) },
     }
     if #window_series > 0 then
-        panels[3] = { y_label = "gram: mean window (candidates)", series = window_series }
+        panels[3] = { y_label = "gram: mean window", series = window_series }
     end
     return divgpu.plot{
         out = opts.out, width = opts.width, height = opts.height or (#panels == 3 and 1000 or 800),
