@@ -58,6 +58,9 @@ pub struct Chart {
     pub width: u32,
     pub height: u32,
     pub panels: Vec<Panel>,
+    /// About how many x labels (e.g. the number of pairs, for whole numbers);
+    /// None: plotters' choice.
+    pub x_labels: Option<usize>,
     /// A TrueType file; None: DIVGPU_FONT, else DEFAULT_FONT.
     pub font: Option<String>,
 }
@@ -156,7 +159,7 @@ pub fn render(chart: &Chart, out: &str) -> Result<(Vec<u8>, Vec<Rect>)> {
         }
         let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
         drawn!(root.fill(&WHITE));
-        let body = drawn!(root.titled(&chart.title, (FONT_FAMILY, 22)));
+        let body = drawn!(root.margin(6, 0, 0, 0).titled(&chart.title, (FONT_FAMILY, 22)));
         // The legend: one entry per distinct name, in order, in its own strip
         // so that a series' colour inside a plotting area is the series alone.
         let mut legend: Vec<(&str, (u8, u8, u8))> = Vec::new();
@@ -187,10 +190,10 @@ pub fn render(chart: &Chart, out: &str) -> Result<(Vec<u8>, Vec<Rect>)> {
             let values = || panel.series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
             let rect = if panel.log_y {
                 let (lo, hi) = log_range(values());
-                drawn!(draw_panel(area, x_range, (lo..hi).log_scale(), panel, x_label))
+                drawn!(draw_panel(area, x_range, (lo..hi).log_scale(), panel, x_label, chart.x_labels))
             } else {
                 let (lo, hi) = range(values(), true);
-                drawn!(draw_panel(area, x_range, lo..hi, panel, x_label))
+                drawn!(draw_panel(area, x_range, lo..hi, panel, x_label, chart.x_labels))
             };
             rects.push(rect);
         }
@@ -219,6 +222,7 @@ fn draw_panel<'a, Y>(
     y_range: Y,
     panel: &Panel,
     x_label: Option<&str>,
+    x_labels: Option<usize>,
 ) -> std::result::Result<Rect, Box<dyn std::error::Error + 'a>>
 where
     Y: AsRangedCoord<Value = f64>,
@@ -242,6 +246,9 @@ where
         .x_label_formatter(&|v| short_number(*v));
     if let Some(label) = x_label {
         mesh.x_desc(label);
+    }
+    if let Some(n) = x_labels {
+        mesh.x_labels(n);
     }
     mesh.draw()?;
     for s in &panel.series {

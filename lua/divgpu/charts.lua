@@ -120,7 +120,7 @@ function _M.pairs(configs, meta, opts)
         out = opts.out, width = opts.width, height = opts.height,
         title = opts.title or string_format("divgpu bench: %d pairs, %s, %d items x %d dims, %d sequences x %d steps",
             n, meta.device, meta.items, meta.dim, meta.sequences, meta.steps),
-        x_label = "pair (alternating order)",
+        x_label = "pair (alternating order)", x_labels = math.min(n, 24),  -- whole pair numbers
         panels = {
             { y_label = "seconds per run", series = times },
             { y_label = "speed-up over " .. configs[1].name, series = ratios },

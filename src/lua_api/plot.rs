@@ -80,6 +80,7 @@ fn chart(opts: &LuaTable) -> mlua::Result<Chart> {
         width: opts.get::<Option<u32>>("width")?.unwrap_or(1200),
         height: opts.get::<Option<u32>>("height")?.unwrap_or(800),
         panels,
+        x_labels: opts.get("x_labels")?,
         font: opts.get("font")?,
     })
 }
@@ -89,7 +90,7 @@ fn rect_table(lua: &Lua, r: &plot::Rect) -> mlua::Result<LuaTable> {
 }
 
 pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
-    // divgpu.plot{ out = "run.png", width, height, title, x_label, font,
+    // divgpu.plot{ out = "run.png", width, height, title, x_label, x_labels, font,
     //              panels = { { y_label, log_y, series = { { name, color, x = {}, y = {} } } } } }
     // -> { {x0, y0, x1, y1}, ... }: each panel's plotting area in pixels.
     m.set(
