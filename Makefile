@@ -15,7 +15,7 @@ CACHE ?= diversity_cache.json
 # Vulkan driver (lavapipe) and validation layer, and what shaderc's
 # from-source build needs.
 APT_PACKAGES := luajit lua-argparse lua-busted lua-dkjson libvulkan1 mesa-vulkan-drivers \
-	vulkan-validationlayers cmake ninja-build g++ python3 pkg-config git
+	vulkan-validationlayers cmake ninja-build g++ python3 pkg-config git fonts-dejavu-core
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -56,7 +56,7 @@ build/fault/divgpu.so: build
 	cargo build --release --locked
 
 test: build build/fault/divgpu.so
-	cargo test --release --locked --no-default-features --features gpu --lib
+	cargo test --release --locked --no-default-features --features gpu,plot --lib
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua --run=faults
 	DIVGPU_VALIDATION=1 tests/cli_test.sh

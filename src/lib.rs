@@ -3,7 +3,7 @@
 //!
 //! Layout: `vk/` owns the Vulkan objects, `contract/` the host side of the
 //! arithmetic contract (tables, CPU mirror, files), `lua_api/` the mlua glue,
-//! `interrupt.rs` SIGINT/SIGTERM as a flag for the driver,
+//! `interrupt.rs` SIGINT/SIGTERM as a flag for the driver, `plot.rs` the charts,
 //! `shaders.rs` the embedded and run-time-compiled GLSL (`shader_options.rs`:
 //! the one shaderc setup, shared with `build.rs`).
 #![warn(unsafe_op_in_unsafe_fn)]
@@ -13,6 +13,8 @@ pub mod error;
 pub mod interrupt;
 #[cfg(feature = "lua")]
 mod lua_api;
+#[cfg(feature = "plot")]
+pub mod plot;
 #[cfg(feature = "gpu")]
 pub mod selftest;
 #[cfg(feature = "gpu")]

@@ -463,5 +463,70 @@ expect_ok "merge of the resumed part" $divgpu merge --out "$tmp/halves.json" "$t
 cmp -s "$tmp/halves.json" "$tmp/whole.json" && ok "a resumed part merges to the uninterrupted unsharded bytes" \
     || not_ok "a resumed part merges to the uninterrupted unsharded bytes"
 
+# Pictures of a run: run --stats (JSON lines), divgpu plot, bench --plot.
+expect_ok "help: divgpu plot --help" $divgpu plot --help
+expect_ok "run --stats writes the per-chunk figures" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/stats-cache.json" \
+    --starts 0:16 --length 40 --batch 8 --target-ms 5 --method gram --stats "$tmp/gram.jsonl" --quiet
+expect_ok "run --stats of the direct method" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/stats-direct.json" \
+    --starts 0:16 --length 40 --batch 8 --target-ms 5 --method direct --stats "$tmp/direct.jsonl" --quiet
+python3 - "$tmp/gram.jsonl" <<'PY' && ok "stats: header, chunks adding up to length - 1 per batch, end record" \
+    || not_ok "stats: header, chunks adding up to length - 1 per batch, end record"
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+h, chunks, end = records[0], records[1:-1], records[-1]
+assert h["record"] == "header" and h["format"] == "divgpu-run-stats" and h["method"] == "gram" and h["length"] == 40
+steps = {}
+for c in chunks:
+    assert c["record"] == "chunk" and c["gram"]["sequence_steps"] == c["steps"] * c["sequences"]
+    steps[c["batch"]] = steps.get(c["batch"], 0) + c["steps"]
+assert steps == {1: 39, 2: 39} and end["record"] == "end" and end["stopped"] is None and end["chunks"] == len(chunks)
+PY
+[ ! -e "$tmp/gram.jsonl.part" ] && ok "stats: no .part file left" || not_ok "stats: no .part file left"
+expect_ok "plot draws two stats files" $divgpu plot "$tmp/gram.jsonl" "$tmp/direct.jsonl" --out "$tmp/run.png" --width 900
+[ "$(cat "$tmp/stdout")" = "$tmp/run.png" ] && python3 - "$tmp/run.png" <<'PY' && ok "plot: a 900 x 1000 PNG (three panels with gram)" \
+    || not_ok "plot: a 900 x 1000 PNG (three panels with gram)"
+import struct, sys
+head = open(sys.argv[1], "rb").read(24)
+assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and struct.unpack(">II", head[16:24]) == (900, 1000)
+PY
+printf 'not json\n' >"$tmp/bad1.jsonl"
+head -n 3 "$tmp/gram.jsonl" >"$tmp/bad2.jsonl"; printf '{"record": "chunk", "device": 1\n' >>"$tmp/bad2.jsonl"
+{ head -n 2 "$tmp/gram.jsonl"; sed -n 4p "$tmp/gram.jsonl"; } >"$tmp/gap.jsonl"
+expect_fail "plot: a missing stats file" "$tmp/none.jsonl: cannot read" $divgpu plot "$tmp/none.jsonl" --out "$tmp/x.png"
+expect_fail "plot: not a stats file" "$tmp/bad1.jsonl:1: not a JSON object" $divgpu plot "$tmp/bad1.jsonl" --out "$tmp/x.png"
+expect_fail "plot: a malformed line names the file and line" "$tmp/bad2.jsonl:4: not a JSON object" \
+    $divgpu plot "$tmp/gram.jsonl" "$tmp/bad2.jsonl" --out "$tmp/x.png"
+expect_fail "plot: a missing chunk names the file and line" "$tmp/gap.jsonl:3: device 1 batch 1: this chunk starts at step" \
+    $divgpu plot "$tmp/gap.jsonl" --out "$tmp/x.png"
+[ ! -e "$tmp/x.png" ] && ok "plot: nothing written after an error" || not_ok "plot: nothing written after an error"
+$divgpu plot "$tmp/bad1.jsonl" --out "$tmp/x.png" 2>/dev/null; rc=$?
+[ $rc -eq 1 ] && ok "plot: a bad file exits 1" || not_ok "plot: a bad file exits 1 (exit $rc)"
+$divgpu plot "$tmp/gram.jsonl" --x time --out "$tmp/x.png" 2>/dev/null; rc=$?
+[ $rc -eq 2 ] && ok "plot: a bad option exits 2" || not_ok "plot: a bad option exits 2 (exit $rc)"
+expect_fail "plot --x time" "--x 'time' is not one of: step, elapsed" $divgpu plot "$tmp/gram.jsonl" --x time
+expect_fail "plot --width 10" "--width 10 is out of range" $divgpu plot "$tmp/gram.jsonl" --width 10
+expect_fail "plot --out in a missing folder" "--out $tmp/no/run.png: folder $tmp/no does not exist" \
+    $divgpu plot "$tmp/gram.jsonl" --out "$tmp/no/run.png"
+expect_fail "run --stats in a missing folder" "--stats $tmp/no/s.jsonl: folder $tmp/no does not exist" \
+    $divgpu run --embeddings "$tmp/e.json" --out "$tmp/nothing.json" --stats "$tmp/no/s.jsonl"
+expect_fail "run --stats onto --out" "--stats $tmp/same.json is also --out" \
+    $divgpu run --embeddings "$tmp/e.json" --out "$tmp/same.json" --stats "$tmp/same.json"
+[ ! -e "$tmp/nothing.json" ] && [ ! -e "$tmp/same.json" ] && ok "refused --stats: no work done" || not_ok "refused --stats: no work done"
+expect_fail "bench --plot in a missing folder" "--plot $tmp/no/p.png: folder $tmp/no does not exist" \
+    $divgpu bench gram direct:baseline --synth 200,16 --plot "$tmp/no/p.png"
+expect_ok "bench --plot draws the pairs" $divgpu bench gram direct:baseline --synth 200,16 --sequences 8 --steps 20 --pairs 2 \
+    --parity-sequences 4 --plot "$tmp/pairs.png"
+python3 -c 'import sys; assert open(sys.argv[1], "rb").read(8) == b"\x89PNG\r\n\x1a\n"' "$tmp/pairs.png" \
+    && ok "bench --plot wrote a PNG" || not_ok "bench --plot wrote a PNG"
+# SIGINT: the stats of what ran are kept, their end record says so, and they plot.
+$divgpu run "${job[@]}" --out "$tmp/int-stats.json" --stats "$tmp/int.jsonl" --quiet 2>"$tmp/int.err" &
+pid=$! polls=0
+until [ "$(cat "$tmp/int.jsonl.part" 2>/dev/null | grep -c '"chunk"')" -ge 5 ] || [ $polls -ge 600 ]; do sleep 0.05; polls=$((polls + 1)); done
+kill -INT $pid; { wait $pid; rc=$?; } 2>/dev/null
+[ $rc -eq 130 ] && [ ! -e "$tmp/int.jsonl.part" ] && tail -n 1 "$tmp/int.jsonl" | grep -q '"stopped":"SIGINT"' \
+    && ok "run --stats interrupted: the file is renamed into place, its end record says SIGINT" \
+    || not_ok "run --stats interrupted: the file is renamed into place, its end record says SIGINT (exit $rc)" "$(cat "$tmp/int.err")"
+expect_ok "plot draws an interrupted run" $divgpu plot "$tmp/int.jsonl" --x elapsed --out "$tmp/int.png"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

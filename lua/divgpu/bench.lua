@@ -45,6 +45,8 @@ function _M.add_command(parser)
     b:option("--l2-bytes", "L2 size in bytes for configurations without a tile (default: known-device table).")
     b:option("--parity-sequences", "Sequences of the first configuration checked against the CPU mirror.", "16")
     b:flag("--json", "Print the results as JSON.")
+    b:option("--plot", "Also draw the pairs to this PNG: each configuration's time per pair and its speed-up "
+        .. "over the first, per pair.")
 end
 
 local function parse_config(text, h, default_method)
@@ -134,6 +136,7 @@ function _M.validate(a, h)
         local c = parse_config(text, h, method)
         if c.shape ~= "baseline" and not c.tile then tiled = true end
     end
+    if a.plot then h.output_folder(a.plot, "--plot") end
     if a.l2_bytes and not tiled then
         h.fail("--l2-bytes sizes the tile of tiled configurations without tTILE; no configuration has one")
     end
@@ -277,6 +280,10 @@ function _M.command(a, h)
     local meta = { device = ctx.info.name, driver = ctx.info.driver .. " " .. ctx.info.driver_info,
                    fma = vk.fma_mode(ctx), items = e.n, dim = e.dim, sequences = count, steps = steps,
                    pairs = pairs_n }
+    if a.plot then
+        require("divgpu.charts").pairs(configs, meta, { out = a.plot })
+        io_stderr:write("divgpu: pairs drawn to ", a.plot, "\n")
+    end
     if a.json then
         io_stdout:write(_M.encode_json{ meta = meta, results = rows }, "\n")
         return

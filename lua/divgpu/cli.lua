@@ -255,6 +255,28 @@ local function first_line(err)
     return (strip_location(err):match("^[^\n]*"))
 end
 
+--- The names of the contexts' devices, in --device's order (a chunk's
+--- "device" in the stats is a position in this list, from 1).
+local function device_names(contexts)
+    local names = {}
+    for i, c in ipairs(contexts) do names[i] = c.info.name end
+    return names
+end
+
+--- run --stats: the writer of the per-chunk figures (divgpu.stats), its
+--- header describing this run.
+local function stats_writer(a, e, contexts, method, method_note, shape, precision, layout, in_flight, target_ms,
+                            sequences, resumed, length)
+    local direct = method == "direct"
+    return require("divgpu.stats").writer(a.stats, {
+        command = "run", table = a.embeddings, table_sha256 = e.sha256, items = e.n, dim = e.dim, method = method,
+        method_reason = method_note, shape = direct and shape or nil, precision = direct and precision or nil,
+        layout = layout, in_flight = in_flight, target_ms = target_ms, devices = device_names(contexts),
+        sequences = sequences, resumed = resumed, length = length,
+        window_bins = method == "gram" and require("divgpu.gram").histogram_labels or nil,
+    })
+end
+
 --- Runs the starts the checkpoint `cp` does not have yet, committing each
 --- finished batch to it; SIGINT and SIGTERM stop the run at a chunk boundary
 --- (stats.stopped names the signal).
@@ -293,9 +315,7 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     if not a.quiet then
         local where = ctx.info.name
         if #contexts > 1 then
-            local names = {}
-            for i, c in ipairs(contexts) do names[i] = c.info.name end
-            where = string_format("%d devices (%s)", #contexts, table.concat(names, ", "))
+            where = string_format("%d devices (%s)", #contexts, table.concat(device_names(contexts), ", "))
         end
         if method == "gram" then
             io_stderr:write(string_format("divgpu: %d sequences x %d steps on %s (%d items, dim %d), %s layout, %d in flight%s, fma %s\n",
@@ -309,23 +329,27 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
         if tile_note then io_stderr:write("divgpu: ", tile_note, "\n") end
     end
     local workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size")
+    local recorder = a.stats and stats_writer(a, e, contexts, method, method_note, shape, precision, layout, in_flight,
+        target_ms, #rest, resumed, length)
     divgpu.catch_signals(true)
     local delivered = 0
     local ok, err, stats = pcall(driver.run, {
         contexts = contexts, embeddings = e, starts = rest, length = length, batch = batch, method = method,
         shape = shape, precision = precision, tile_size = tile, in_flight = in_flight, layout = layout,
         target_seconds = target_ms / 1000, on_progress = show, workgroup_size = workgroup_size,
-        -- Each finished batch goes to the checkpoint (synced) before the next starts.
-        -- (cp:append commits in a writer thread: the devices go on meanwhile.)
+        -- Each finished batch goes to the checkpoint, in order: cp:append hands
+        -- it to a writer thread (formatted and synced there) and returns.
         on_batch = function(first, count, sequences)
             assert(first == delivered, "batches arrive in order")
             delivered = delivered + count
             cp:append(sequences)
         end,
         stop = divgpu.interrupted,
+        on_chunk = recorder and function(c) recorder:chunk(c) end,
     })
     divgpu.catch_signals(false)
     finish()
+    if recorder and ok then recorder:finish(stats) elseif recorder then recorder:abort() end
     if not ok then
         if cp.done > 0 then
             fail("%s (%d of %d sequences are kept in %s: run the same command again to resume)",
@@ -517,6 +541,16 @@ local function positive_number(value, option)
     return x
 end
 
+--- An output file's folder must exist (checked before any work).
+local function output_folder(path, option)
+    local folder = path:match("^(.*)/[^/]*$") or "."
+    if folder == "" then folder = "/" end
+    local f = io.open(folder .. "/.", "r")
+    if not f then fail("%s %s: folder %s does not exist", option, path, folder) end
+    f:close()
+end
+_M.output_folder = output_folder
+
 local function optional(check, value, option)
     if value ~= nil then return check(value, option) end
 end
@@ -596,6 +630,40 @@ local function validate_run(a)
             a.l2_bytes and "--l2-bytes" or "--measure-l2", a.tile_size)
     end
     if a.l2_bytes and a.measure_l2 then fail("--l2-bytes and --measure-l2 both give the L2 size: use one") end
+    if a.stats then
+        output_folder(a.stats, "--stats")
+        if a.stats == a.out then fail("--stats %s is also --out: the stats need a file of their own", a.stats) end
+    end
+end
+
+local X_AXES = { "step", "elapsed" }
+
+local function validate_plot(a)
+    check_choice(a.x, X_AXES, "--x")
+    check_choice(a.scale, { "auto", "linear", "log" }, "--scale")
+    local w = positive_integer(a.width, "--width")
+    if w < 200 or w > 8000 then fail("--width %d is out of range: 200..8000 pixels", w) end
+    local hgt = a.height and positive_integer(a.height, "--height")
+    if hgt and (hgt < 150 or hgt > 8000) then fail("--height %d is out of range: 150..8000 pixels", hgt) end
+    local colours = #require("divgpu").plot_palette
+    if #a.stats > colours then fail("%d stats files: a chart draws at most %d (one colour each)", #a.stats, colours) end
+    output_folder(a.out, "--out")
+end
+
+--- `divgpu plot STATS... --out PNG`: each file read and checked (one line
+--- naming the file and line on error), then one chart.
+local function cmd_plot(a)
+    local stats = require "divgpu.stats"
+    local runs = {}
+    for i, path in ipairs(a.stats) do
+        local run, err = stats.read(path)
+        if not run then fail("%s", err) end
+        if #run.chunks == 0 then fail("%s: no chunk records to draw", path) end
+        runs[i] = run
+    end
+    require("divgpu.charts").runs(runs, { out = a.out, x = a.x, scale = a.scale, title = a.title, width = tonumber(a.width),
+                                          height = a.height and tonumber(a.height) })
+    io_stdout:write(a.out, "\n")
 end
 
 local VALIDATE = {
@@ -618,6 +686,7 @@ local VALIDATE = {
         end
     end,
     bench = function(a) require("divgpu.bench").validate(a, _M) end,
+    plot = validate_plot,
 }
 
 local function build_parser()
@@ -660,6 +729,8 @@ local function build_parser()
     run:flag("--restart", "Discard OUT.checkpoint/ (what an interrupted run of another job left) "
         .. "instead of refusing it. A checkpoint of this same job is resumed without it.")
     run:flag("--quiet", "No progress or summary on stderr.")
+    run:option("--stats", "Write per-chunk figures (steps, speed, GPU time; gram: windows, fallbacks) to this "
+        .. "file as JSON lines (README \"File formats\"), streamed to STATS.part and renamed at the end.")
 
     local convert = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json.")
     convert:argument("embeddings", "The embeddings.json to convert.")
@@ -692,6 +763,16 @@ local function build_parser()
     info:option("--max-mib", "Largest working set of the sweep, in MiB (default 512).")
 
     require("divgpu.bench").add_command(p)
+
+    local plot = p:command("plot", "Draw stats files of 'run --stats' as a PNG chart: sequence-steps per second "
+        .. "and GPU time per step over the run, one line per file.")
+    plot:argument("stats", "Stats files written by run --stats."):args("+")
+    plot:option("--out", "PNG to write (atomically).", "run.png")
+    plot:option("--x", "The x axis: step (every batch from step 1) or elapsed (seconds since the run began).", "step")
+    plot:option("--scale", "The y axes: linear, log, or auto (log where a panel's values span over 20x).", "auto")
+    plot:option("--title", "The chart's title.")
+    plot:option("--width", "Width in pixels.", "1200")
+    plot:option("--height", "Height in pixels. Default: 800, 1000 with the gram panel.")
     return p
 end
 
@@ -721,7 +802,7 @@ local function main(argv)
         return 2
     end
     local commands = { run = cmd_run, verify = cmd_verify, synth = cmd_synth, info = cmd_info, merge = cmd_merge,
-                       ["convert-fp16"] = cmd_convert_fp16,
+                       ["convert-fp16"] = cmd_convert_fp16, plot = cmd_plot,
                        bench = function(args) return require("divgpu.bench").command(args, _M) end }
     local ran, err = xpcall(commands[a.command], function(e)
         if type(e) == "table" and e.divgpu_user_error then return e.divgpu_user_error end

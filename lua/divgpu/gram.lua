@@ -9,6 +9,7 @@
 --   local batch = job:batch(starts, ring, in_flight)
 --   batch:record(first, count, rec); batch:submit(rec); batch:wait(rec); batch:winners()
 --   batch:stats()                          -- windows and fallbacks of the batch
+--   batch:chunk_stats(rec)                 -- ... of the chunk `rec` ran (after its wait)
 --
 -- Misuse raises error(msg, 2).
 
@@ -249,7 +250,10 @@ function Job:batch(starts, ring, in_flight)
     return b
 end
 
---- Records steps first .. first+count-1 on `rec`.
+--- Records steps first .. first+count-1 on `rec`, then a copy of the
+--- filter's counters into this recorder's snapshot (read by chunk_stats
+--- after the wait: reading state_u32 itself would race with the chunk
+--- queued behind it).
 function Batch:record(first, count, rec)
     self:check_chunk(count)
     rec = rec or self.recorder
@@ -261,6 +265,14 @@ function Batch:record(first, count, rec)
         -- Orders this dispatch's state writes before the next dispatch reads them.
         rec:barrier()
     end
+    self.snapshots = self.snapshots or {}
+    local snap = self.snapshots[rec]
+    if not snap then
+        snap = { buffer = job.ctx:buffer(self.count * GRAM.state_u32_words * 4, "gram counters snapshot", "host") }
+        self.snapshots[rec] = snap
+    end
+    rec:copy(self.state_u32, snap.buffer)
+    snap.first, snap.count = first, count
 end
 
 --- Window-size histogram bins (gram.comp's window_bin): labels and a zeroed count per bin.
@@ -291,6 +303,56 @@ function Batch:stats()
         s.max_ratio = max(s.max_ratio, f[i * GRAM.state_f64_words + 2])
     end
     return s
+end
+
+-- Counters summed over the batch's sequences, from a copy of state_u32:
+-- window total, windows of one, fallbacks, the histogram, and the largest
+-- window so far (a running maximum per sequence).
+local function totals(u, count)
+    local t = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, window_histogram = _M.empty_histogram() }
+    local hist = t.window_histogram
+    for i = 0, count - 1 do
+        local o = i * GRAM.state_u32_words
+        t.window_total = t.window_total + u[o + 2]
+        t.window_ones = t.window_ones + u[o + 3]
+        t.fallbacks = t.fallbacks + u[o + 4]
+        t.window_max = max(t.window_max, u[o + 5])
+        for k = 1, GRAM.hist_bins do hist[k] = hist[k] + u[o + GRAM.hist_first + k] end
+    end
+    return t
+end
+
+--- The filter's figures for the chunk last recorded on `rec`, after its wait,
+--- exactly (the difference of two counter snapshots): sequence_steps, window_total,
+--- window_mean, window_ones, fallbacks, window_histogram (the chunk's counts in
+--- the bins of histogram_labels), window_max_bin (the label of the largest bin
+--- the chunk used: its largest window lies in it) and window_max_batch (the
+--- batch's largest window up to the chunk's end; the kernel keeps a running
+--- maximum, so a chunk's own maximum is known to its bin). Every chunk must
+--- be read, in order (misuse raises).
+function Batch:chunk_stats(rec)
+    rec = rec or self.recorder
+    local snap = self.snapshots and self.snapshots[rec]
+    if not snap or not snap.first then error("gram batch:chunk_stats: nothing was recorded on this recorder", 2) end
+    local before = self.counted or { next_step = 1, window_total = 0, window_ones = 0, fallbacks = 0,
+                                     window_histogram = _M.empty_histogram() }
+    if snap.first ~= before.next_step then
+        error(string_format("gram batch:chunk_stats: chunks must be read in order: this chunk starts at step %d, "
+            .. "the last one read ended before step %d", snap.first, before.next_step), 2)
+    end
+    local now = totals(snap.buffer:read("u32"), self.count)
+    now.next_step = snap.first + snap.count
+    self.counted = now
+    local c = { sequence_steps = snap.count * self.count, window_total = now.window_total - before.window_total,
+                window_ones = now.window_ones - before.window_ones, fallbacks = now.fallbacks - before.fallbacks,
+                window_max_batch = now.window_max, window_histogram = {} }
+    c.window_mean = c.window_total / c.sequence_steps
+    for k = 1, GRAM.hist_bins do
+        c.window_histogram[k] = now.window_histogram[k] - before.window_histogram[k]
+        -- The last bin counts windows of size 0 (a fallback), not the largest sizes.
+        if c.window_histogram[k] > 0 and k < GRAM.hist_bins then c.window_max_bin = _M.histogram_labels[k] end
+    end
+    return c
 end
 
 return _M

@@ -225,6 +225,24 @@ impl UserData for LuaRecorder {
             },
         );
         m.add_method_mut("barrier", |_, this, ()| Ok(this.0.barrier()?));
+        // rec:copy(src, dst [, src_offset [, dst_offset [, bytes]]]): bytes
+        // default to the rest of src from src_offset.
+        m.add_method_mut(
+            "copy",
+            |_,
+             this,
+             (src, dst, src_offset, dst_offset, size): (
+                UserDataRef<LuaBuffer>,
+                UserDataRef<LuaBuffer>,
+                Option<u64>,
+                Option<u64>,
+                Option<u64>,
+            )| {
+                let src_offset = src_offset.unwrap_or(0);
+                let size = size.unwrap_or(src.0.size.saturating_sub(src_offset));
+                Ok(this.0.copy(&src.0, src_offset, &dst.0, dst_offset.unwrap_or(0), size)?)
+            },
+        );
         m.add_method_mut("submit", |_, this, ()| Ok(this.0.submit()?));
         // rec:wait([spent]) -> GPU seconds of the submission (nil without
         // timestamps); `spent`: seconds already spent polling it since it was

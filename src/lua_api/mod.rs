@@ -5,6 +5,7 @@ mod arrays;
 mod checkpoint;
 mod embeddings;
 mod gpu;
+mod plot;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -454,5 +455,6 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
+    plot::register(lua, &m)?;
     Ok(m)
 }

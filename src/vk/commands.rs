@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use super::buffer::{checked_range, Buffer};
 use super::context::Device;
 use super::pipeline::BindGroup;
 use super::queue::{create_pool_and_buffer, submit, wait_fence, wait_fence_at_most};
@@ -34,6 +35,8 @@ pub struct Recorder {
     state: State,
     /// Everything the recorded commands use, released after the fence.
     in_use: Vec<Arc<BindGroup>>,
+    /// Buffers of recorded copies, released after the fence too.
+    copied: Vec<Arc<Buffer>>,
     dispatches: u32,
     last_gpu_seconds: Option<f64>,
 }
@@ -50,6 +53,7 @@ impl Recorder {
             queries: vk::QueryPool::null(),
             state: State::Idle,
             in_use: Vec::new(),
+            copied: Vec::new(),
             dispatches: 0,
             last_gpu_seconds: None,
         };
@@ -165,6 +169,63 @@ impl Recorder {
         Ok(())
     }
 
+    /// Records a copy of `size` bytes from `src` at `src_offset` to `dst` at
+    /// `dst_offset` (e.g. a snapshot of counters the shaders keep, taken at
+    /// the end of a chunk into a host-visible buffer read after the wait).
+    /// Barriers on both sides order it after every earlier shader or
+    /// transfer write, and its write before later shaders, transfers and
+    /// host reads (a later read of `src` needs only the execution order).
+    pub fn copy(&mut self, src: &Arc<Buffer>, src_offset: u64, dst: &Arc<Buffer>, dst_offset: u64, size: u64) -> Result<()> {
+        self.device.check_same(&src.device, &format!("buffer '{}'", src.name))?;
+        self.device.check_same(&dst.device, &format!("buffer '{}'", dst.name))?;
+        if src.host_visible {
+            return Err(Error::Usage(format!(
+                "copy from buffer '{}': a host-visible buffer cannot be a copy source (read it with read())",
+                src.name
+            )));
+        }
+        checked_range("copy", &src.name, src.size, src_offset, size)?;
+        checked_range("copy", &dst.name, dst.size, dst_offset, size)?;
+        if size == 0 {
+            return Ok(());
+        }
+        self.ensure_recording()?;
+        let d = &self.device.raw;
+        let gpu = vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER;
+        let before = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE)];
+        unsafe {
+            d.cmd_pipeline_barrier(self.cmd, gpu, vk::PipelineStageFlags::TRANSFER, vk::DependencyFlags::empty(), &before, &[], &[])
+        };
+        let region = [vk::BufferCopy::default().src_offset(src_offset).dst_offset(dst_offset).size(size)];
+        unsafe { d.cmd_copy_buffer(self.cmd, src.raw, dst.raw, &region) };
+        let after = [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::TRANSFER_WRITE).dst_access_mask(
+            vk::AccessFlags::SHADER_READ
+                | vk::AccessFlags::SHADER_WRITE
+                | vk::AccessFlags::TRANSFER_READ
+                | vk::AccessFlags::TRANSFER_WRITE
+                | vk::AccessFlags::HOST_READ,
+        )];
+        unsafe {
+            d.cmd_pipeline_barrier(
+                self.cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                gpu | vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &after,
+                &[],
+                &[],
+            )
+        };
+        for b in [src, dst] {
+            if !self.copied.iter().any(|c| Arc::ptr_eq(c, b)) {
+                self.copied.push(b.clone());
+            }
+        }
+        Ok(())
+    }
+
     pub fn dispatch_count(&self) -> u32 {
         self.dispatches
     }
@@ -184,6 +245,7 @@ impl Recorder {
             // and the recorder records afresh on its next use.
             self.state = State::Idle;
             self.in_use.clear();
+            self.copied.clear();
             self.dispatches = 0;
         }
         submitted
@@ -236,6 +298,7 @@ impl Recorder {
         wait_fence_at_most(&self.device, self.fence, "a submission", limit)?;
         self.state = State::Idle;
         self.in_use.clear();
+        self.copied.clear();
         self.last_gpu_seconds = None;
         if self.queries != vk::QueryPool::null() {
             // The fence has signalled, so the results are available: no
@@ -264,9 +327,11 @@ impl Drop for Recorder {
             // in use by the GPU. Leaked on purpose (the bind groups' own Drop
             // leaks them too).
             std::mem::forget(std::mem::take(&mut self.in_use));
+            std::mem::forget(std::mem::take(&mut self.copied));
             return;
         }
         self.in_use.clear();
+        self.copied.clear();
         let d = &self.device.raw;
         if self.queries != vk::QueryPool::null() {
             unsafe { d.destroy_query_pool(self.queries, None) };

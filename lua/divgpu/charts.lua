@@ -1,0 +1,131 @@
+-- The charts of `divgpu plot` (run stats files) and `bench --plot` (A/B
+-- pairs), drawn by the native module's plotters binding (divgpu.plot). Each
+-- input gets one colour of divgpu.plot_palette, in order, in every panel.
+--
+--   local charts = require "divgpu.charts"
+--   charts.runs(list, { out = "run.png", x = "step" | "elapsed", scale = "auto" | "linear" | "log",
+--                       title, width, height })
+--   charts.pairs(configs, meta, { out = "pairs.png", ... })
+--
+-- Both return each panel's plotting area in pixels (divgpu.plot's result).
+
+local divgpu = require "divgpu"
+
+local string_format, ipairs, tostring, type = string.format, ipairs, tostring, type
+local NAN = 0 / 0
+
+local _M = {}
+
+--- Whether a panel's y axis is logarithmic: scale "log", "linear", or
+--- "auto" (log when its largest value is over 20 times its smallest: a
+--- direct run's rate beside a gram run's, or a rate that climbs tenfold).
+local function log_axis(series_list, scale)
+    if scale ~= "auto" then return scale == "log" end
+    local lo, hi = math.huge, 0
+    for _, s in ipairs(series_list) do
+        for _, y in ipairs(s.y) do
+            if y == y and y > 0 then lo, hi = math.min(lo, y), math.max(hi, y) end
+        end
+    end
+    return hi > 20 * lo
+end
+
+--- The legend of a stats file: its name without folder and extension, then
+--- what ran, from its header.
+function _M.run_label(run)
+    local name = run.path:match("([^/]+)$"):gsub("%.jsonl?$", "")
+    local h = run.header
+    local devices = type(h.devices) == "table" and table.concat(h.devices, " + ") or tostring(h.devices or "?")
+    return string_format("%s: %s, %s sequences x %s steps, %s", name, tostring(h.method), tostring(h.sequences),
+        tostring(h.length), devices)
+end
+
+--- Points of one run: x (the chunk's middle step, or the elapsed seconds at
+--- its end) and one y list per figure, with a break (NaN) wherever the line
+--- must not join two chunks (another batch or device on the step axis,
+--- another device on the time axis).
+local function run_points(run, x_axis)
+    local xs, rate, cost, window = {}, {}, {}, {}
+    local function add(x, r, c, w) xs[#xs + 1], rate[#rate + 1], cost[#cost + 1], window[#window + 1] = x, r, c, w end
+    -- Chunks grouped by (device, batch) on the step axis, by device in time.
+    local groups, order = {}, {}
+    for _, c in ipairs(run.chunks) do
+        local key = x_axis == "step" and (c.device .. ":" .. c.batch) or tostring(c.device)
+        if not groups[key] then groups[key] = {} order[#order + 1] = key end
+        local g = groups[key]
+        g[#g + 1] = c
+    end
+    for i, key in ipairs(order) do
+        if i > 1 then add(NAN, NAN, NAN, NAN) end
+        for _, c in ipairs(groups[key]) do
+            local x = x_axis == "step" and c.first_step + (c.steps - 1) / 2 or c.elapsed
+            local work = c.steps * c.sequences
+            add(x, work / c.gpu_seconds, 1000 * c.gpu_seconds / c.steps, c.gram and c.gram.window_mean or NAN)
+        end
+    end
+    return xs, rate, cost, window
+end
+
+--- One chart of the stats files `runs` (each from divgpu.stats.read): sequence-steps
+--- per second and milliseconds per step over the run; a panel of the gram
+--- filter's mean window when a run has it.
+function _M.runs(runs, opts)
+    local x_axis = opts.x or "step"
+    local rate_series, cost_series, window_series = {}, {}, {}
+    for i, run in ipairs(runs) do
+        local label = _M.run_label(run)
+        local xs, rate, cost, window = run_points(run, x_axis)
+        rate_series[i] = { name = label, color = i, x = xs, y = rate }
+        cost_series[i] = { name = label, color = i, x = xs, y = cost }
+        if run.header.method == "gram" then
+            window_series[#window_series + 1] = { name = label, color = i, x = xs, y = window }
+        end
+    end
+    local scale = opts.scale or "auto"
+    local panels = {
+        { y_label = "sequence-steps / s (GPU)", series = rate_series, log_y = log_axis(rate_series, scale) },
+        { y_label = "GPU ms per step", series = cost_series, log_y = log_axis(cost_series, scale) },
+    }
+    if #window_series > 0 then
+        panels[3] = { y_label = "gram: mean window", series = window_series }
+    end
+    return divgpu.plot{
+        out = opts.out, width = opts.width, height = opts.height or (#panels == 3 and 1000 or 800),
+        title = opts.title or "divgpu run: speed and cost per chunk",
+        x_label = x_axis == "step" and "step (middle of each chunk)" or "elapsed seconds (end of each chunk)",
+        panels = panels,
+    }
+end
+
+--- One chart of bench's alternating pairs: each configuration's time per
+--- pair (GPU or wall, as its speed-up was timed), and each configuration's
+--- speed-up over the first per pair, with a grey line at 1.
+--- configs: { name, gpu = {seconds per pair}, wall = {...}, ratio = {...}, timed_by }.
+function _M.pairs(configs, meta, opts)
+    local times, ratios = {}, {}
+    local n = #configs[1].gpu
+    for i, c in ipairs(configs) do
+        local xs, ys = {}, {}
+        for p = 1, n do xs[p], ys[p] = p, c.timed_by == "wall" and c.wall[p] or c.gpu[p] end
+        times[i] = { name = string_format("%s (%s time)", c.name, c.timed_by == "wall" and "wall" or "GPU"),
+                     color = i, x = xs, y = ys }
+        if i > 1 then
+            local rs = {}
+            for p = 1, n do rs[p] = c.ratio[p] end
+            ratios[#ratios + 1] = { name = times[i].name, color = i, x = xs, y = rs }
+        end
+    end
+    ratios[#ratios + 1] = { name = "", color = { 150, 150, 150 }, x = { 1, n }, y = { 1, 1 } }
+    return divgpu.plot{
+        out = opts.out, width = opts.width, height = opts.height,
+        title = opts.title or string_format("divgpu bench: %d pairs, %s, %d items x %d dims, %d sequences x %d steps",
+            n, meta.device, meta.items, meta.dim, meta.sequences, meta.steps),
+        x_label = "pair (alternating order)", x_labels = math.min(n, 24),  -- whole pair numbers
+        panels = {
+            { y_label = "seconds per run", series = times },
+            { y_label = "speed-up over " .. configs[1].name, series = ratios },
+        },
+    }
+end
+
+return _M

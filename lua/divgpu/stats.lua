@@ -1,0 +1,195 @@
+-- Per-chunk figures of a run (`divgpu run --stats PATH`): JSON lines, one
+-- record per line (README "File formats"):
+--   {"record": "header", "format": "divgpu-run-stats", "version": 1, ...}  the run
+--   {"record": "chunk", "device": 1, "batch": 1, "first_step": 1, "steps": 4, ...}
+--   {"record": "end", "stopped": null, "chunks": ..., ...}                    the totals
+-- The writer streams to PATH.part (a line per chunk, flushed: `tail -f`
+-- follows a run) and renames it to PATH when the run ends, also when a signal
+-- stopped it (the end record says so); after an error PATH.part is removed and
+-- PATH is left as it was.
+--
+--   local stats = require "divgpu.stats"
+--   local w = stats.writer(path, header)   w:chunk(c)   w:finish(summary)   w:abort()
+--   local run, err = stats.read(path)      -- run.header, run.chunks, run["end"]; nil, "PATH:LINE: ..."
+--
+-- Misuse raises error(msg, 2); read() returns nil, err for a bad file.
+
+local json = require "dkjson"
+
+local io_open, os_rename, os_remove = io.open, os.rename, os.remove
+local string_format, type, ipairs, pairs, tostring, setmetatable = string.format, type, ipairs, pairs, tostring, setmetatable
+local huge = math.huge
+
+local _M = {}
+
+_M.FORMAT, _M.VERSION = "divgpu-run-stats", 1
+
+-- Key order of the records, so that files read (and diff) well.
+local KEY_ORDER = {
+    "record", "format", "version", "stopped", "command", "table", "table_sha256", "items", "dim", "method",
+    "method_reason", "shape", "precision", "layout", "in_flight", "target_ms", "devices", "device", "batch",
+    "first_step", "steps", "sequences", "resumed", "length", "window_bins", "gpu_seconds", "wall_seconds",
+    "elapsed", "steps_per_second", "wall_steps_per_second", "ms_per_step", "gram", "sequence_steps", "window_mean",
+    "window_total", "window_ones", "fallbacks", "window_max_bin", "window_max_batch", "window_histogram",
+    "chunks", "batches", "batch_size", "build_seconds",
+}
+
+local function encode(record)
+    return json.encode(record, { keyorder = KEY_ORDER })
+end
+
+-- A rate, or nil (JSON null) when the time is not positive.
+local function per(amount, seconds)
+    if type(seconds) ~= "number" or seconds <= 0 then return nil end
+    return amount / seconds
+end
+
+local Writer = {}
+Writer.__index = Writer
+
+--- stats.writer(path, header) -> writer, streaming to path .. ".part".
+--- header: the run's description (table, method, devices, sequences,
+--- length, ...); "record", "format" and "version" are added.
+function _M.writer(path, header)
+    if type(path) ~= "string" or type(header) ~= "table" then error("stats.writer(path, header)", 2) end
+    local part = path .. ".part"
+    local f, err = io_open(part, "w")
+    if not f then error(string_format("%s: cannot write the stats: %s", part, tostring(err)), 2) end
+    local h = { record = "header", format = _M.FORMAT, version = _M.VERSION }
+    for k, v in pairs(header) do h[k] = v end
+    local self = setmetatable({ path = path, part = part, file = f }, Writer)
+    self:line(h)
+    return self
+end
+
+function Writer:line(record)
+    local ok, err = self.file:write(encode(record), "\n")
+    if not ok then error(string_format("%s: writing the stats failed: %s", self.part, tostring(err)), 0) end
+    self.file:flush()
+end
+
+--- One chunk, as driver.run's on_chunk receives it.
+function Writer:chunk(c)
+    local work = c.steps * c.sequences
+    local r = { record = "chunk", device = c.device, batch = c.batch, first_step = c.first_step, steps = c.steps,
+                sequences = c.sequences, gpu_seconds = c.gpu_seconds, wall_seconds = c.wall_seconds,
+                elapsed = c.elapsed, steps_per_second = per(work, c.gpu_seconds),
+                wall_steps_per_second = per(work, c.wall_seconds),
+                ms_per_step = c.steps > 0 and 1000 * c.gpu_seconds / c.steps or nil }
+    if c.gram then
+        local g = c.gram
+        r.gram = { sequence_steps = g.sequence_steps, window_mean = g.window_mean, window_total = g.window_total,
+                   window_ones = g.window_ones, fallbacks = g.fallbacks, window_max_bin = g.window_max_bin,
+                   window_max_batch = g.window_max_batch, window_histogram = g.window_histogram }
+    end
+    self:line(r)
+end
+
+--- The end record (driver.run's stats: stopped, chunks, batches, batch_size,
+--- gpu_seconds, wall_seconds, build_seconds, sequences), then PATH.part -> PATH.
+function Writer:finish(s)
+    s = s or {}
+    self:line{ record = "end", stopped = s.stopped or json.null, sequences = s.sequences, chunks = s.chunks,
+               batches = s.batches, batch_size = s.batch_size, gpu_seconds = s.gpu_seconds,
+               wall_seconds = s.wall_seconds, build_seconds = s.build_seconds }
+    self.file:close()
+    self.file = nil
+    local ok, err = os_rename(self.part, self.path)
+    if not ok then error(string_format("%s: cannot rename the stats into place: %s", self.path, tostring(err)), 0) end
+end
+
+--- After an error: PATH.part is removed, PATH untouched.
+function Writer:abort()
+    if self.file then self.file:close() self.file = nil end
+    os_remove(self.part)
+end
+
+-- Field checks of the reader: each returns an error text or nil.
+local function number_field(r, key, min_value, integer)
+    local v = r[key]
+    if type(v) ~= "number" or v ~= v or v == huge or v == -huge then return key .. " must be a number" end
+    if integer and v % 1 ~= 0 then return key .. " must be an integer" end
+    if v < min_value then return string_format("%s must be at least %s, not %s", key, tostring(min_value), tostring(v)) end
+end
+
+local CHUNK_FIELDS = {
+    { "device", 1, true }, { "batch", 1, true }, { "first_step", 1, true }, { "steps", 1, true },
+    { "sequences", 1, true }, { "gpu_seconds", 0 }, { "wall_seconds", 0 }, { "elapsed", 0 },
+}
+
+--- stats.read(path) -> run | nil, err. run.header, run.chunks (in file
+--- order), run["end"] (nil for a run killed before it ended), run.batches
+--- (run.batches[device][batch] = steps done). Checks: every line one JSON
+--- object; a header first (format and version); each chunk's fields; the
+--- chunks of each device's batch contiguous from step 1; after an end record
+--- of a run that was not stopped, every batch has length - 1 steps. err is
+--- one line, "PATH:LINE: what".
+function _M.read(path)
+    local f, open_err = io_open(path, "r")
+    if not f then return nil, string_format("%s: cannot read: %s", path, tostring(open_err)) end
+    local run = { header = nil, chunks = {}, batches = {}, path = path }
+    local next_step = {}  -- [device][batch] -> the step the next chunk must start at
+    local n, err = 0, nil
+    for line in f:lines() do
+        n = n + 1
+        local where = string_format("%s:%d: ", path, n)
+        if line:match("^%s*$") then err = where .. "empty line" break end
+        local r, _, jerr = json.decode(line, 1, nil)
+        if type(r) ~= "table" then err = where .. "not a JSON object" .. (jerr and " (" .. jerr .. ")" or "") break end
+        if run["end"] then err = where .. "a record after the end record" break end
+        if n == 1 then
+            if r.record ~= "header" or r.format ~= _M.FORMAT then
+                err = where .. "not a divgpu run-stats file (the first line must be its header record)" break
+            end
+            if r.version ~= _M.VERSION then
+                err = where .. string_format("stats version %s; this divgpu reads version %d", tostring(r.version), _M.VERSION)
+                break
+            end
+            local bad = number_field(r, "length", 1, true)
+            if bad then err = where .. "header: " .. bad break end
+            run.header = r
+        elseif r.record == "chunk" then
+            local bad
+            for _, spec in ipairs(CHUNK_FIELDS) do
+                bad = number_field(r, spec[1], spec[2], spec[3])
+                if bad then break end
+            end
+            if bad then err = where .. "chunk: " .. bad break end
+            local d, b = r.device, r.batch
+            next_step[d] = next_step[d] or {}
+            local expected = next_step[d][b] or 1
+            if r.first_step ~= expected then
+                err = where .. string_format("device %d batch %d: this chunk starts at step %d, but the steps before it "
+                    .. "end before step %d (a chunk is missing or repeated)", d, b, r.first_step, expected)
+                break
+            end
+            next_step[d][b] = r.first_step + r.steps
+            if next_step[d][b] > run.header.length then
+                err = where .. string_format("device %d batch %d: steps up to %d, past the length %d", d, b,
+                    next_step[d][b] - 1, run.header.length)
+                break
+            end
+            run.chunks[#run.chunks + 1] = r
+        elseif r.record == "end" then
+            run["end"] = r
+        else
+            err = where .. string_format("unknown record '%s'", tostring(r.record)) break
+        end
+    end
+    f:close()
+    if not err and n == 0 then err = path .. ": empty file (no header record)" end
+    if err then return nil, err end
+    for d, list in pairs(next_step) do
+        run.batches[d] = {}
+        for b, s in pairs(list) do
+            run.batches[d][b] = s - 1
+            if run["end"] and run["end"].stopped == nil and s ~= run.header.length then
+                return nil, string_format("%s: device %d batch %d has %d of %d steps, but the run ended without "
+                    .. "being stopped", path, d, b, s - 1, run.header.length - 1)
+            end
+        end
+    end
+    return run
+end
+
+return _M
