@@ -4,6 +4,7 @@
 #   bash bench/multi_gpu_campaign.sh sanity   info; 2 devices vs 1 on a small job (cmp)
 #   bash bench/multi_gpu_campaign.sh gram     all 8,359 starts, full length, gram: 1 device vs
 #                                             --device all, PAIRS alternating pairs (default 3)
+#   bash bench/multi_gpu_campaign.sh final    gram pairs as above, the first with --stats (files in $OUT)
 #   bash bench/multi_gpu_campaign.sh overhead the wall time's breakdown, 1 and 2 devices (and
 #                                             OLD_LUA=dir: an older driver's Lua, alternating)
 #   bash bench/multi_gpu_campaign.sh direct   seed batch (3,584 starts), full length, direct:
@@ -53,6 +54,19 @@ gram)
 direct)
     SEED=$(table 8359)
     pairs direct_seed 0:3584 direct "${DIRECT_PAIRS:-1}" --layout columns
+    ;;
+final)
+    # The final code: PAIRS gram all-starts pairs, the first pair with --stats
+    # (per-chunk figures, copied to $OUT for `divgpu plot`).
+    SEED=$(table 8359)
+    divgpu_run gram_all_1dev_1 "$SEED" 0:8359 8359 gram --device 0 --stats "$OUT/gram_all_1dev.jsonl"
+    divgpu_run gram_all_2dev_1 "$SEED" 0:8359 8359 gram --device all --stats "$OUT/gram_all_2dev.jsonl"
+    identical gram_all_1dev_1 gram_all_2dev_1
+    for p in $(seq 2 "${PAIRS:-3}"); do
+        divgpu_run "gram_all_1dev_$p" "$SEED" 0:8359 8359 gram --device 0
+        divgpu_run "gram_all_2dev_$p" "$SEED" 0:8359 8359 gram --device all
+        identical "gram_all_1dev_$p" "gram_all_2dev_$p"
+    done
     ;;
 overhead)
     # Where the wall time goes (the "wall time:" line), the driver before
