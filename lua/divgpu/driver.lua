@@ -278,6 +278,8 @@ function _M.run(opts)
         lane.b, lane.first, lane.count, lane.out, lane.row0 = b, first, count, out, row0
         local t = now_()
         lane.batch = lane.job:batch(ids, ring, in_flight)
+        -- gram copies its counters after each chunk only for on_chunk's figures.
+        lane.batch.record_chunk_figures = opts.on_chunk ~= nil
         stats.batch_setup_seconds = stats.batch_setup_seconds + (now_() - t)
         lane.controller = ChunkController.new{
             target_seconds = opts.target_seconds or _M.DEFAULT_TARGET_SECONDS,

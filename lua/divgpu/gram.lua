@@ -265,6 +265,8 @@ function Batch:record(first, count, rec)
         -- Orders this dispatch's state writes before the next dispatch reads them.
         rec:barrier()
     end
+    -- The driver turns the copy off when no one reads the figures (no on_chunk).
+    if self.record_chunk_figures == false then return end
     self.snapshots = self.snapshots or {}
     local snap = self.snapshots[rec]
     if not snap then
