@@ -285,28 +285,6 @@ function _M.empty_histogram()
     return h
 end
 
---- The batch's filter statistics so far (call after waiting): steps, the sum
---- of window sizes, windows of one, fallbacks, the largest window, the
---- window-size histogram (counts in the bins of histogram_labels), and the
---- instrumented build's max |exact - a| / B.
-function Batch:stats()
-    local u = self.state_u32:read("u32")
-    local f = self.state_f64:read("f64")
-    local s = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
-                window_histogram = _M.empty_histogram() }
-    local hist = s.window_histogram
-    for i = 0, self.count - 1 do
-        local o = i * GRAM.state_u32_words
-        s.window_total = s.window_total + u[o + 2]
-        s.window_ones = s.window_ones + u[o + 3]
-        s.fallbacks = s.fallbacks + u[o + 4]
-        s.window_max = max(s.window_max, u[o + 5])
-        for k = 1, GRAM.hist_bins do hist[k] = hist[k] + u[o + GRAM.hist_first + k] end
-        s.max_ratio = max(s.max_ratio, f[i * GRAM.state_f64_words + 2])
-    end
-    return s
-end
-
 -- Counters summed over the batch's sequences, from a copy of state_u32:
 -- window total, windows of one, fallbacks, the histogram, and the largest
 -- window so far (a running maximum per sequence).
@@ -322,6 +300,18 @@ local function totals(u, count)
         for k = 1, GRAM.hist_bins do hist[k] = hist[k] + u[o + GRAM.hist_first + k] end
     end
     return t
+end
+
+--- The batch's filter statistics so far (call after waiting): steps, the sum
+--- of window sizes, windows of one, fallbacks, the largest window, the
+--- window-size histogram (counts in the bins of histogram_labels), and the
+--- instrumented build's max |exact - a| / B.
+function Batch:stats()
+    local s = totals(self.state_u32:read("u32"), self.count)
+    local f = self.state_f64:read("f64")
+    s.max_ratio = 0
+    for i = 0, self.count - 1 do s.max_ratio = max(s.max_ratio, f[i * GRAM.state_f64_words + 2]) end
+    return s
 end
 
 --- The filter's figures for the chunk last recorded on `rec`, after its wait,

@@ -338,23 +338,10 @@ impl Checkpoint {
 mod tests {
     use super::*;
 
-    fn header(length: usize, sha: &str) -> CacheHeader {
-        CacheHeader {
-            format: cache::FORMAT.into(),
-            version: cache::VERSION,
-            contract: "fp32".into(),
-            num_items: 9,
-            dim: 3,
-            length,
-            embeddings_sha256: sha.into(),
-        }
-    }
+    use crate::contract::test_support::header;
 
     fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("divgpu-checkpoint-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
+        crate::contract::test_support::tmp("checkpoint", name)
     }
 
     const STARTS: [u32; 4] = [5, 0, 7, 2];
@@ -402,7 +389,7 @@ mod tests {
         assert_eq!(cp.done(), 2);
         cp.append(&SEQS[6..9]).unwrap();
         drop(cp);
-        let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
+        let cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
         assert_eq!(cp.done(), 3);
         assert!(cp.finish().is_err(), "finish before every sequence is done");
         let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();

@@ -13,3 +13,5 @@ pub mod shard;
 pub mod subnormal;
 pub mod synth;
 pub mod table;
+#[cfg(test)]
+mod test_support;

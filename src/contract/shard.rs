@@ -452,23 +452,10 @@ mod tests {
     const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
     const OTHER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-    fn header(length: usize, sha: &str) -> CacheHeader {
-        CacheHeader {
-            format: cache::FORMAT.into(),
-            version: cache::VERSION,
-            contract: "fp32".into(),
-            num_items: 9,
-            dim: 3,
-            length,
-            embeddings_sha256: sha.into(),
-        }
-    }
+    use crate::contract::test_support::header;
 
     fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("divgpu-shard-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        d
+        crate::contract::test_support::tmp("shard", name)
     }
 
     fn s(p: &Path) -> String {
