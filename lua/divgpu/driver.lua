@@ -206,17 +206,42 @@ function _M.run(opts)
     local total = #starts
     -- A lane per context (no more than there are sequences): its job, and
     -- the batch it is working on.
-    local lanes = {}
+    local lanes, makers = {}, {}
     for d, ctx in ipairs(contexts) do
         if d > max(total, 1) then break end
         local given = opts.jobs and opts.jobs[d] or opts.job
         local method, reason = _M.choose_method(ctx, e, given and { job = given } or opts,
                                                 ceil(total / min(#contexts, max(total, 1))))
-        local job = given or make_job(ctx, e, opts, method)
-        lanes[d] = { device = d, ctx = ctx, job = job, method = job.method or "direct", reason = reason,
-                     queue = {}, head = 1, tail = 0,
-                     share = { name = ctx.info.name, method = job.method or "direct", sequences = 0, batches = 0,
-                               chunks = 0, gpu_seconds = 0, build_seconds = job.build_seconds } }
+        lanes[d] = { device = d, ctx = ctx, job = given, reason = reason, queue = {}, head = 1, tail = 0 }
+        if not given then
+            makers[d] = coroutine.create(function() return make_job(ctx, e, opts, method) end)
+        end
+    end
+    -- Several devices make their jobs at once: each in a coroutine whose GPU
+    -- waits yield (vk.await), resumed in turn, so that their G builds overlap.
+    local makers_count = 0
+    for _ in pairs(makers) do makers_count = makers_count + 1 end
+    if sleep and makers_count > 1 then
+        for _, maker in pairs(makers) do vk.yield_in(maker) end
+    end
+    repeat
+        local pending = false
+        for d, maker in pairs(makers) do
+            local ok, job = coroutine.resume(maker)
+            if not ok then error(job, 0) end
+            if coroutine.status(maker) == "dead" then
+                lanes[d].job, makers[d] = job, nil
+            else
+                pending = true
+            end
+        end
+        if pending then sleep(POLL_SECONDS) end
+    until not pending
+    for _, lane in ipairs(lanes) do
+        local job = lane.job
+        lane.method = job.method or "direct"
+        lane.share = { name = lane.ctx.info.name, method = lane.method, sequences = 0, batches = 0, chunks = 0,
+                       gpu_seconds = 0, build_seconds = job.build_seconds }
     end
     local jobs_seconds = now_() - t0
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
@@ -238,7 +263,8 @@ function _M.run(opts)
     for d, lane in ipairs(lanes) do
         stats.devices[d] = lane.share
         if lane.method ~= stats.method then stats.method = "mixed" end
-        if lane.job.build_seconds then stats.build_seconds = (stats.build_seconds or 0) + lane.job.build_seconds end
+        -- G's builds overlap across devices: the longest is the run's.
+        if lane.job.build_seconds then stats.build_seconds = max(stats.build_seconds or 0, lane.job.build_seconds) end
         if lane.method == "gram" and not stats.gram then
             stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
                            window_histogram = gram.empty_histogram() }

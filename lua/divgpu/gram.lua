@@ -113,7 +113,8 @@ local function build_g(self, ctx, e, rows_table)
             -- Orders G's writes before every later command that reads G.
             rec:barrier()
             rec:submit()
-            local t = rec:wait() or 0
+            -- (Yields, when the driver builds several devices' G at once.)
+            local t = vk.await(ctx, rec) or 0
             self.build_submissions[#self.build_submissions + 1] = t
             seconds, rows_done = seconds + t, rows_done + (finish - begin)
             if seconds > 0 then

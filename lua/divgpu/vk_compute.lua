@@ -91,6 +91,31 @@ function _M.loop_cap(ctx)
     return cap or nil
 end
 
+-- Coroutines in which a wait for the GPU may yield instead of blocking (the
+-- driver makes several devices' jobs at once), weakly keyed.
+local yielding = setmetatable({}, { __mode = "k" })
+
+--- Lets waits in coroutine `co` (vk.await) yield while the GPU works.
+function _M.yield_in(co)
+    yielding[co] = true
+end
+
+--- rec:wait() -> GPU seconds; inside a coroutine given to yield_in, yields
+--- until the submission is done, so that whoever resumes it can feed other
+--- devices meanwhile (past ctx's timeout the wait reports it, as rec:wait does).
+function _M.await(ctx, rec)
+    local co = coroutine.running()
+    if co and yielding[co] then
+        local now = require("divgpu.driver").now
+        local t0 = now()
+        while not rec:done() do
+            if now() - t0 > ctx.timeout then return rec:wait(now() - t0) end
+            coroutine.yield()
+        end
+    end
+    return rec:wait()
+end
+
 --- Opens a device (see divgpu.open) and runs the self-tests. Raises on failure.
 function _M.open(opts)
     local ctx = divgpu.open(opts or {})
