@@ -5,6 +5,7 @@
 #   bash bench/multi_gpu_campaign.sh gram     all 8,359 starts, full length, gram: 1 device vs
 #                                             --device all, PAIRS alternating pairs (default 3)
 #   bash bench/multi_gpu_campaign.sh final    gram pairs as above, the first with --stats (files in $OUT)
+#   bash bench/multi_gpu_campaign.sh batchsize default batches against --batch 4180, 1 and 2 devices
 #   bash bench/multi_gpu_campaign.sh overhead the wall time's breakdown, 1 and 2 devices (and
 #                                             OLD_LUA=dir: an older driver's Lua, alternating)
 #   bash bench/multi_gpu_campaign.sh direct   seed batch (3,584 starts), full length, direct:
@@ -66,6 +67,18 @@ final)
         divgpu_run "gram_all_1dev_$p" "$SEED" 0:8359 8359 gram --device 0
         divgpu_run "gram_all_2dev_$p" "$SEED" 0:8359 8359 gram --device all
         identical "gram_all_1dev_$p" "gram_all_2dev_$p"
+    done
+    ;;
+batchsize)
+    # Batch size against the default's (one device: 3 of 2,787; two: 4 of 2,090),
+    # gram all starts: --batch 4180 gives one device 2 batches, two devices 1 each.
+    SEED=$(table 8359)
+    for p in $(seq 1 "${PAIRS:-2}"); do
+        divgpu_run "gram_all_1dev_b$p" "$SEED" 0:8359 8359 gram --device 0
+        divgpu_run "gram_all_1dev_b4180_$p" "$SEED" 0:8359 8359 gram --device 0 --batch 4180
+        divgpu_run "gram_all_2dev_b$p" "$SEED" 0:8359 8359 gram --device all
+        divgpu_run "gram_all_2dev_b4180_$p" "$SEED" 0:8359 8359 gram --device all --batch 4180
+        identical "gram_all_1dev_b$p" "gram_all_2dev_b4180_$p"
     done
     ;;
 overhead)
