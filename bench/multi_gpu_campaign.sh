@@ -6,6 +6,7 @@
 #                                             --device all, PAIRS alternating pairs (default 3)
 #   bash bench/multi_gpu_campaign.sh final    gram pairs as above, the first with --stats (files in $OUT)
 #   bash bench/multi_gpu_campaign.sh batchsize default batches against --batch 4180, 1 and 2 devices
+#   bash bench/multi_gpu_campaign.sh bigbatch  one device: one batch of 8,359 against two of 4,180
 #   bash bench/multi_gpu_campaign.sh overhead the wall time's breakdown, 1 and 2 devices (and
 #                                             OLD_LUA=dir: an older driver's Lua, alternating)
 #   bash bench/multi_gpu_campaign.sh direct   seed batch (3,584 starts), full length, direct:
@@ -79,6 +80,16 @@ batchsize)
         divgpu_run "gram_all_2dev_b$p" "$SEED" 0:8359 8359 gram --device all
         divgpu_run "gram_all_2dev_b4180_$p" "$SEED" 0:8359 8359 gram --device all --batch 4180
         identical "gram_all_1dev_b$p" "gram_all_2dev_b4180_$p"
+    done
+    ;;
+bigbatch)
+    # One device: one batch of all 8,359 against two of 4,180 (gram, all starts).
+    SEED=$(table 8359)
+    for p in $(seq 1 "${PAIRS:-2}"); do
+        divgpu_run "gram_all_1dev_b8359_$p" "$SEED" 0:8359 8359 gram --device 0 --batch 8359
+        divgpu_run "gram_all_1dev_b4180_$p" "$SEED" 0:8359 8359 gram --device 0 --batch 4180
+        divgpu_run "gram_all_2dev_b4180_$p" "$SEED" 0:8359 8359 gram --device all --batch 4180
+        identical "gram_all_1dev_b8359_$p" "gram_all_2dev_b4180_$p"
     done
     ;;
 overhead)
