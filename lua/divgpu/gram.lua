@@ -32,6 +32,13 @@ local GRAM_BUILD = require "divgpu.kernels.gram_build"
 local BUILD_TARGET_SECONDS = 0.25
 local BUILD_FIRST_FMA = 2 ^ 26
 
+-- The largest batch by default. Larger batches cost less per sequence: all
+-- 8,359 starts of the seed table on an H200 took 7.86 s of GPU time in 2
+-- batches of 4,180 against 8.24 s in 3 of 2,787 (the former cap of 4,096),
+-- in one call (bench/RESULTS.md). 8,192 also gives two devices one such
+-- batch each.
+local MAX_BATCH = 8192
+
 local function mib(bytes) return string_format("%.1f MiB", bytes / 1048576) end
 
 --- Bytes of device memory a gram job needs: G, the table (twice while G is
@@ -212,12 +219,13 @@ function Job:bytes_per_sequence(ring)
 end
 
 --- The largest batch whose buffers fit the device's buffer range and whose
---- state fits the memory left beside G, capped at `cap` (default 4096).
+--- state fits the memory left beside G, capped at `cap` (default
+--- MAX_BATCH).
 function Job:max_batch(ring, cap)
     local info = self.ctx.info
     local fixed, per_sequence = _M.memory_need(self.n, self.dim)
     local by_memory = floor((0.9 * self.memory_budget - fixed) / (per_sequence + ring * 4))
-    return max(1, min(cap or 4096, floor(info.max_storage_buffer_range / self:bytes_per_sequence(ring)),
+    return max(1, min(cap or MAX_BATCH, floor(info.max_storage_buffer_range / self:bytes_per_sequence(ring)),
         info.max_workgroup_count, by_memory))
 end
 
