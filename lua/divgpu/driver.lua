@@ -214,7 +214,10 @@ function _M.run(opts)
                                                 ceil(total / min(#contexts, max(total, 1))))
         lanes[d] = { device = d, ctx = ctx, job = given, reason = reason, queue = {}, head = 1, tail = 0 }
         if not given then
-            makers[d] = coroutine.create(function() return make_job(ctx, e, opts, method) end)
+            makers[d] = coroutine.create(function()
+                local job = make_job(ctx, e, opts, method)
+                return job  -- (not a tail call: misuse errors keep this line as their position)
+            end)
         end
     end
     -- Several devices make their jobs at once: each in a coroutine whose GPU
