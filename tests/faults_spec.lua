@@ -9,6 +9,7 @@
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
+local h = require "tests.helpers"
 
 local DEVICE = os.getenv("DIVGPU_DEVICE")
 
@@ -125,28 +126,9 @@ end)
 
 -- Not injected: a real fence wait that runs out of time.
 describe("a real timeout", function()
-    -- A loop of dependent xorshifts: no compiler folds it, and it stays
-    -- under lavapipe's 65,535-iteration loop cap.
-    local spirv = divgpu.compile([[
-        #version 450
-        layout(local_size_x = 64) in;
-        layout(push_constant) uniform Push { uint n; } pc;
-        layout(std430, binding = 0) buffer B { uint x[]; };
-        void main() {
-            uint s = gl_GlobalInvocationID.x + 1u;
-            for (uint i = 0u; i < pc.n; ++i) { s ^= s << 13; s ^= s >> 17; s ^= s << 5; }
-            x[gl_GlobalInvocationID.x] = s;
-        }
-    ]], { name = "spin" })
     local function long_submission(timeout, spent)
         local ctx = divgpu.open{ device = DEVICE, timeout = timeout }
-        local group = ctx:bind(ctx:pipeline{ spirv = spirv }, { ctx:buffer(256, "spin") })
-        local rec = ctx:recorder()
-        -- About 10 ms per dispatch on lavapipe, 1 ms on an H200.
-        for _ = 1, 20 do
-            rec:dispatch(group, { 60000 }, 1)
-            rec:barrier()
-        end
+        local rec = h.spin_recorder(ctx, 20)
         rec:submit()
         return ctx, pcall(rec.wait, rec, spent)
     end

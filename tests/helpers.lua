@@ -88,6 +88,38 @@ function M.baseline_variant(defines)
     return vk.shader(M.ctx(), "baseline", defines)
 end
 
+--- A shader of dependent xorshift loops (no compiler folds it; under
+--- lavapipe's 65,535-iteration cap): work that keeps a GPU busy for a while.
+local spin
+function M.spin_spirv()
+    if not spin then
+        spin = divgpu.compile([[
+            #version 450
+            layout(local_size_x = 64) in;
+            layout(push_constant) uniform Push { uint n; } pc;
+            layout(std430, binding = 0) buffer B { uint x[]; };
+            void main() {
+                uint s = gl_GlobalInvocationID.x + 1u;
+                for (uint i = 0u; i < pc.n; ++i) { s ^= s << 13; s ^= s >> 17; s ^= s << 5; }
+                x[gl_GlobalInvocationID.x] = s;
+            }
+        ]], { name = "spin" })
+    end
+    return spin
+end
+
+--- A recorder on ctx holding `dispatches` spin dispatches (about 10 ms each
+--- on lavapipe, 1 ms on an H200), not yet submitted.
+function M.spin_recorder(ctx, dispatches)
+    local group = ctx:bind(ctx:pipeline{ spirv = M.spin_spirv() }, { ctx:buffer(256, "spin") })
+    local rec = ctx:recorder()
+    for _ = 1, dispatches do
+        rec:dispatch(group, { 60000 }, 1)
+        rec:barrier()
+    end
+    return rec
+end
+
 --- Drops the suite's context (run_busted.lua, at the end, to collect it).
 function M.release() ctx = nil end
 

@@ -147,22 +147,9 @@ describe("two contexts in one process", function()
     end)
 
     it("vk.await yields while the GPU works, in a coroutine given to yield_in only", function()
-        local spirv = divgpu.compile([[
-            #version 450
-            layout(local_size_x = 64) in;
-            layout(push_constant) uniform Push { uint n; } pc;
-            layout(std430, binding = 0) buffer B { uint x[]; };
-            void main() {
-                uint s = gl_GlobalInvocationID.x + 1u;
-                for (uint i = 0u; i < pc.n; ++i) { s ^= s << 13; s ^= s >> 17; s ^= s << 5; }
-                x[gl_GlobalInvocationID.x] = s;
-            }
-        ]], { name = "spin" })
         local ctx = h.ctx()
-        local group = ctx:bind(ctx:pipeline{ spirv = spirv }, { ctx:buffer(256, "spin") })
         local function yields_while_waiting(register)
-            local rec = ctx:recorder()
-            for _ = 1, 10 do rec:dispatch(group, { 60000 }, 1) rec:barrier() end
+            local rec = h.spin_recorder(ctx, 10)
             local co = coroutine.create(function() rec:submit() return vk.await(ctx, rec) end)
             if register then vk.yield_in(co) end
             local yields = -1

@@ -55,8 +55,11 @@ impl CheckpointHandle {
     /// Waits for every queued commit; then `f` on the checkpoint.
     fn with<T>(&self, f: impl FnOnce(&mut Checkpoint) -> Result<T>) -> Result<T> {
         let mut slot = self.lock()?;
-        if let Slot::Writing(_) = &*slot {
-            let Slot::Writing(writer) = std::mem::replace(&mut *slot, Slot::Finished) else { unreachable!() };
+        if matches!(&*slot, Slot::Writing(_)) {
+            // (Idle is put back below, or Failed: never left as Finished.)
+            let Slot::Writing(writer) = std::mem::replace(&mut *slot, Slot::Finished) else {
+                return Err(Error::Usage("checkpoint: no commit in progress".into()));
+            };
             drop(writer.batches); // the writer ends once the queue is empty
             match writer.thread.join() {
                 Ok((cp, Ok(()))) => *slot = Slot::Idle(cp),
@@ -80,8 +83,10 @@ impl CheckpointHandle {
 
     fn append(&self, sequences: Vec<u32>) -> Result<()> {
         let mut slot = self.lock()?;
-        if let Slot::Idle(_) = &*slot {
-            let Slot::Idle(mut cp) = std::mem::replace(&mut *slot, Slot::Finished) else { unreachable!() };
+        if matches!(&*slot, Slot::Idle(_)) {
+            let Slot::Idle(mut cp) = std::mem::replace(&mut *slot, Slot::Finished) else {
+                return Err(Error::Usage("checkpoint: not idle".into()));
+            };
             // One batch may wait while another is written.
             let (batches, queue) = sync_channel::<Vec<u32>>(1);
             let failed = Arc::new(Mutex::new(None));

@@ -285,11 +285,12 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
                 let slot = first_step % ring_size;
                 let head = steps.min(ring_size - slot);
                 if let Ok(buffer) = ring.borrow::<gpu::LuaBuffer>() {
+                    let words = buffer.0.mapped_words()?;
                     for r in 0..rows {
                         let row = &mut result[(first_row + r) * length + first_step..][..steps];
                         let base = (r * ring_size) as u64;
-                        buffer.0.copy_words(base + slot as u64, &mut row[..head])?;
-                        buffer.0.copy_words(base, &mut row[head..])?;
+                        words.copy(base + slot as u64, &mut row[..head])?;
+                        words.copy(base, &mut row[head..])?;
                     }
                     return Ok(());
                 }

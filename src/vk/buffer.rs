@@ -138,33 +138,21 @@ impl Buffer {
         self.with_mapped(offset, len, |bytes| bytes.to_vec())
     }
 
-    /// Copies `dst.len()` words from word `word_offset` of a host-visible
-    /// buffer's mapping, through its pointer: other words of the buffer may be
-    /// written by a submission still running (the driver's winners ring), so
-    /// no Rust reference may cover the mapping. The caller has waited for the
-    /// submission that wrote these words.
-    pub fn copy_words(&self, word_offset: u64, dst: &mut [u32]) -> Result<()> {
-        let len = (dst.len() as u64).checked_mul(4).ok_or_else(|| Error::Usage("copy_words: too many words".into()))?;
-        let offset = word_offset.checked_mul(4).ok_or_else(|| Error::Usage("copy_words: offset overflows".into()))?;
+    /// The words of a host-visible buffer, to copy from through the mapping's
+    /// pointer: other words of the buffer may be written by a submission
+    /// still running (the driver's winners ring), so no Rust reference may
+    /// cover the mapping. The caller has waited for the submission that wrote
+    /// the words it copies; non-coherent memory is invalidated once, here.
+    pub fn mapped_words(&self) -> Result<MappedWords<'_>> {
         let allocation = self
             .allocation
             .as_ref()
             .ok_or_else(|| Error::Device(format!("buffer '{}' has no memory", self.name)))?;
-        self.invalidate(allocation, offset)?;
-        checked_range("read", &self.name, self.size, offset, len)?;
+        self.invalidate(allocation, 0)?;
         let base = allocation
             .mapped_ptr()
             .ok_or_else(|| Error::Device(format!("buffer '{}' is not host-mapped", self.name)))?;
-        // SAFETY: offset + len <= size (checked above) lies within the mapping,
-        // which lives as long as `allocation`; `dst` is ours and does not
-        // overlap it. Unaligned reads: the mapping's alignment is not assumed.
-        unsafe {
-            let src = (base.as_ptr() as *const u8).add(offset as usize);
-            for (i, w) in dst.iter_mut().enumerate() {
-                *w = std::ptr::read_unaligned(src.add(4 * i) as *const u32);
-            }
-        }
-        Ok(())
+        Ok(MappedWords { buffer: self, base: base.as_ptr() as *const u8 })
     }
 
     /// Makes the device's writes visible to the host on non-coherent memory:
@@ -226,5 +214,33 @@ impl Drop for Buffer {
             }
         }
         unsafe { self.device.raw.destroy_buffer(self.raw, None) };
+    }
+}
+
+/// A host-visible buffer's mapping, read word by word (`Buffer::mapped_words`).
+pub struct MappedWords<'a> {
+    buffer: &'a Buffer,
+    base: *const u8,
+}
+
+impl MappedWords<'_> {
+    /// Copies `dst.len()` words from word `word_offset` (checked against the
+    /// buffer's size, without wrapping).
+    pub fn copy(&self, word_offset: u64, dst: &mut [u32]) -> Result<()> {
+        let b = self.buffer;
+        let len = (dst.len() as u64).checked_mul(4).ok_or_else(|| Error::Usage("copy of too many words".into()))?;
+        let offset = word_offset.checked_mul(4).ok_or_else(|| Error::Usage("word offset overflows".into()))?;
+        checked_range("read", &b.name, b.size, offset, len)?;
+        // SAFETY: offset + len <= size (checked above) lies within the mapping,
+        // which lives as long as the buffer's allocation, borrowed here; `dst`
+        // is ours and does not overlap it. Unaligned reads: the mapping's
+        // alignment is not assumed.
+        unsafe {
+            let src = self.base.add(offset as usize);
+            for (i, w) in dst.iter_mut().enumerate() {
+                *w = std::ptr::read_unaligned(src.add(4 * i) as *const u32);
+            }
+        }
+        Ok(())
     }
 }
