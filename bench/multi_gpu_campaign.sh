@@ -5,6 +5,7 @@
 #   bash bench/multi_gpu_campaign.sh gram     all 8,359 starts, full length, gram: 1 device vs
 #                                             --device all, PAIRS alternating pairs (default 3)
 #   bash bench/multi_gpu_campaign.sh final    gram pairs as above, the first with --stats (files in $OUT)
+#   bash bench/multi_gpu_campaign.sh peer     PyTorch direct (one H200), all starts; after gram, compared with it
 #   bash bench/multi_gpu_campaign.sh batchsize default batches against --batch 4180, 1 and 2 devices
 #   bash bench/multi_gpu_campaign.sh bigbatch  one device: one batch of 8,359 against two of 4,180
 #   bash bench/multi_gpu_campaign.sh overhead the wall time's breakdown, 1 and 2 devices (and
@@ -69,6 +70,12 @@ final)
         divgpu_run "gram_all_2dev_$p" "$SEED" 0:8359 8359 gram --device all
         identical "gram_all_1dev_$p" "gram_all_2dev_$p"
     done
+    ;;
+peer)
+    # PyTorch's direct peer on one H200 beside gram on one and two, same call.
+    SEED=$(table 8359)
+    peer torch_direct_all torch_direct.py "$SEED" 0:8359 8359
+    same gram_all_2dev_1 torch_direct_all
     ;;
 batchsize)
     # Batch size against the default's (one device: 3 of 2,787; two: 4 of 2,090),
