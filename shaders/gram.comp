@@ -1,23 +1,45 @@
 #version 450
-// The certified Gram filter (SPEC section 8), one workgroup per sequence and
-// pc.steps steps per dispatch (sequences are independent: no grid sync).
+// The certified Gram filter, one workgroup per sequence and pc.steps steps
+// per dispatch, with each sequence's state on chip (shaders/gram.md is the
+// proof; every name in brackets there is a line here).
 //
-// Each step, for every unmasked candidate j:
-//   approx_j += G[previous winner][j]          f64, one G row per step
-//   a_j = approx_j * inv_norm[j],  B_j = the proven bound on |score_j - a_j|
-// U = min_j (a_j + B_j); the window W = { j : a_j - B_j <= U } holds the
-// contract's winner and every candidate tied with it (gram.md, theorem).
-// |W| = 1: that is the winner, no chain computed. |W| <= WINDOW_CAPACITY:
-// rescore W with the contract's own chain (contract.glsl). Else: a full exact
-// scan of the step (the fallback). The contract decides; the filter prunes.
+// State of a sequence, per candidate j: approx_j, the f64 sum of the chosen
+// items' rows of G' (G'[i][j] = G[i][j] * inv_norm[j], built by
+// gram_build.comp); +inf once j is chosen. Each thread owns the same
+// candidates for the whole dispatch, in three places:
+//   registers  j = tid + k * threads, k < REG_SLOTS (loops over k unrolled,
+//              so the array stays in registers)
+//   shared     the next pc.shared_count candidates, thread-private slots
+//   global     the rest, in approx[] (only where N exceeds both)
+// so no other thread ever reads a thread's approx: the state needs no barrier.
 //
-// Variants (defines): DIVGPU_COLUMNS (table layout, see scan's bindings),
-// DIVGPU_GRAM_CHECK (instrumented: rescore every candidate and record
-// max |exact - a_j| / B_j), DIVGPU_BOUND_SCALE (the bound's factor, 1.0;
-// tests shrink it), DIVGPU_GRAM_PERTURB (non-vacuity twins, 0 = off).
+// One step (t items chosen, the winner of step t-1 still to apply):
+//   A. add its G' row, mask it, add its row of E to the f64 centroid; each
+//      thread keeps its two smallest approx (and the index of the smallest)
+//      and its part of the bound's two norms; the subgroups reduce them.
+//   -- barrier B1 --
+//   B. every thread combines the subgroups' partials the same way: the
+//      smallest a1 (at j1), the second smallest a2, the bound Bhat (one
+//      per-step constant: gram.md section 4), tau = a1 + 2 Bhat.
+//      a2 > tau: the window is {j1}, the winner; the next step starts at once.
+//      Otherwise the window {j : approx_j <= tau} is collected (-- B2 --) and
+//      rescored with the contract's chain, or, over WINDOW_CAPACITY, the whole
+//      step is scanned exactly; the best in the contract's order wins (-- B3 --).
+// So a step whose window is one item has one barrier, any other three.
+//
+// Variants (defines): DIVGPU_COLUMNS (table layout), DIVGPU_GRAM_CHECK
+// (instrumented: rescore every candidate, record max |exact - a_j| / Bhat),
+// DIVGPU_BOUND_SCALE (the bound's factor, 1.0; tests shrink it),
+// DIVGPU_GRAM_PERTURB (non-vacuity twins, 0 = off), DIVGPU_GRAM_FLOOR (timing
+// only, not exact: each step adds the row and takes the smallest approx; the
+// per-step floor of this design).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_ballot : require
 
 #ifndef DIVGPU_GRAM_CHECK
 #define DIVGPU_GRAM_CHECK 0
@@ -28,18 +50,26 @@
 #ifndef DIVGPU_GRAM_PERTURB
 #define DIVGPU_GRAM_PERTURB 0
 #endif
+#ifndef DIVGPU_GRAM_FLOOR
+#define DIVGPU_GRAM_FLOOR 0
+#endif
 
-layout(local_size_x_id = 0) in;                       // threads per workgroup
-layout(constant_id = 1) const uint MAX_DIM = 1;       // shared centroid size (>= pc.dim)
-layout(constant_id = 2) const uint WINDOW_CAPACITY = 1;  // largest window rescored without the fallback
+layout(local_size_x_id = 0) in;                         // threads per workgroup (sequence)
+layout(constant_id = 1) const uint MAX_DIM = 1;         // shared centroid size (>= pc.dim)
+layout(constant_id = 2) const uint WINDOW_CAPACITY = 1; // largest window rescored without the fallback
+layout(constant_id = 3) const uint REG_SLOTS = 1;       // candidates per thread in registers
+layout(constant_id = 4) const uint SHARED_SLOTS = 1;    // size of the shared page (>= pc.shared_count, >= 1)
+layout(constant_id = 5) const uint DIM_SLOTS = 1;       // centroid components per thread (ceil(D / threads))
+layout(constant_id = 6) const uint SUBGROUP_SLOTS = 1;  // subgroups per workgroup, at most
 
 layout(push_constant) uniform Push {
-    uint num_items;   // N
-    uint dim;         // D
-    uint first_step;  // the step this dispatch appends first (1 .. L-1)
-    uint steps;       // steps this dispatch appends
-    uint ring;        // slots per sequence in the winners ring
-    uint block_rows;  // G rows per block of g_blocks
+    uint num_items;     // N
+    uint dim;           // D
+    uint first_step;    // the step this dispatch appends first (1 .. L-1)
+    uint steps;         // steps this dispatch appends
+    uint ring;          // slots per sequence in the winners ring
+    uint block_rows;    // G' rows per block of g_blocks
+    uint shared_count;  // candidates in the shared page (0 .. SHARED_SLOTS)
 } pc;
 
 #ifdef DIVGPU_COLUMNS
@@ -52,265 +82,481 @@ layout(push_constant) uniform Push {
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };       // the table, rows or columns
 layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; };    // [N], from the host
 layout(std430, set = 0, binding = 2) readonly buffer RowNorms { double row_norm[]; };   // [N], upper bounds of |E_j|
-layout(std430, set = 0, binding = 3) readonly buffer GBlocks { uvec2 g_block[]; };      // device addresses of G's blocks
-layout(std430, set = 0, binding = 4) coherent buffer Centroids { double csum[]; };      // [S][D], f64 sums
-layout(std430, set = 0, binding = 5) coherent buffer Masks { uint mask[]; };            // [S][ceil(N/32)] chosen bits
-layout(std430, set = 0, binding = 6) buffer Approx { double approx[]; };                // [S][N], sum of chosen G rows
+// The job's bound factors (gram.md, section 4): P >= max_j inv_j |E_j|, Imax = max_j inv_j.
+layout(std430, set = 0, binding = 3) readonly buffer JobFactors { double job_factor[]; };
+layout(std430, set = 0, binding = 4) readonly buffer GBlocks { uvec2 g_block[]; };      // device addresses of G''s blocks
+layout(std430, set = 0, binding = 5) buffer Centroids { double csum[]; };               // [S][D], f64 sums
+layout(std430, set = 0, binding = 6) buffer Approx { double approx[]; };                // [S][N]
 layout(std430, set = 0, binding = 7) writeonly buffer Winners { uint winners[]; };      // [S][ring]
-// Per sequence: chosen_norms (T, the sum of |E_i| over the chosen items) and
-// the instrumented build's max |exact - a| / B.
-layout(std430, set = 0, binding = 8) coherent buffer StateF64 { double state_f64[]; };  // [S][2]
-// Per sequence: the item appended last (its G row is still to add), then the
-// run's counters: window sizes summed, windows of one, fallbacks, largest
-// window, and the window-size histogram (HIST_BINS bins from S_HIST).
-layout(std430, set = 0, binding = 9) coherent buffer StateU32 { uint state_u32[]; };    // [S][STATE_U32]
+// Per sequence: chosen_norms (T, the sum of the bounds nu_i over the chosen
+// items) and the instrumented build's max |exact - a| / Bhat.
+layout(std430, set = 0, binding = 8) buffer StateF64 { double state_f64[]; };           // [S][2]
+// Per sequence: the item appended last (its G' row, mask and centroid row are
+// still to apply), then the run's counters: window sizes summed, windows of
+// one, fallbacks, largest window, and the window-size histogram.
+layout(std430, set = 0, binding = 9) buffer StateU32 { uint state_u32[]; };             // [S][STATE_U32]
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer GRow { float g[]; };
 
-shared float center[MAX_DIM];
-shared float red_score[gl_WorkGroupSize.x];
-shared uint red_index[gl_WorkGroupSize.x];
-shared double red_f64[gl_WorkGroupSize.x];
-shared dvec2 red_f64x2[gl_WorkGroupSize.x];
+#include "gram_state.glsl"
+
+shared float center[MAX_DIM];                  // c = (f32) csum, for the chains
+shared double sh_approx[SHARED_SLOTS];         // the shared page (thread-private slots)
+// The subgroups' partials of phase A, by step parity: a1, its index, a2, and
+// the bound's two squared norms.
+shared double red_a1[2][SUBGROUP_SLOTS];
+shared uint red_j1[2][SUBGROUP_SLOTS];
+shared double red_a2[2][SUBGROUP_SLOTS];
+shared dvec2 red_norms[2][SUBGROUP_SLOTS];
+// The window's members, their count by step parity, and the subgroups' best.
 shared uint window[WINDOW_CAPACITY];
-shared uint window_count;
+shared uint window_count[2];
+#if DIVGPU_GRAM_PERTURB == 1
+shared double window_a[WINDOW_CAPACITY];  // the twin's members' approx
+#endif
+shared uint red_key[SUBGROUP_SLOTS];
+shared uint red_best[SUBGROUP_SLOTS];
+#if DIVGPU_GRAM_CHECK
+shared double red_ratio[SUBGROUP_SLOTS];
+#endif
 
 #include "contract.glsl"
-#include "workgroup.glsl"
-
-const uint T_NORMS = 0u, T_RATIO = 1u;                                     // state_f64 fields
-const uint S_PREVIOUS = 0u, S_WINDOW_TOTAL = 1u, S_WINDOW_ONES = 2u, S_FALLBACKS = 3u, S_WINDOW_MAX = 4u;
-// Histogram bins: sizes 1, 2, 3-4, 5-8, ..., 129-256, 257 and more; the last
-// bin counts empty windows (impossible under the theorem; counted to show it).
-const uint S_HIST = 5u, HIST_BINS = 11u, STATE_U32 = 16u;  // kernels/gram.lua mirrors these
-
-uint window_bin(uint count) {
-    if (count == 0u) return HIST_BINS - 1u;
-    return min(uint(findMSB(count - 1u) + 1), HIST_BINS - 2u);  // findMSB(0) = -1
-}
 
 uint seq;
 uint tid;
 uint threads;
-uint words;
 
-#include "best.glsl"
-
-bool is_masked(uint j) {
-    return (mask[seq * words + j / 32u] & (1u << (j % 32u))) != 0u;
-}
-
-// G's row w: block w / block_rows, 64-bit byte offset inside it.
-GRow g_row(uint w) {
-    const uint64_t base = packUint2x32(g_block[w / pc.block_rows]);
-    return GRow(base + uint64_t(w % pc.block_rows) * uint64_t(pc.num_items) * 4ul);
-}
-
-// The bound's per-step factors (gram.md, section 3): b_j = norm_j * k_norm + k_const.
-double k_norm;
-double k_const;
+#define INF uint64BitsToDouble(0x7ff0000000000000ul)
 
 // Powers of two, exact in f64 (the lf suffix keeps 2^-150 out of f32).
 const double U32 = 1.0lf / 16777216.0lf;             // u = 2^-24, f32 unit roundoff
+const double E64 = 1.0lf / 9007199254740992.0lf;     // e = 2^-53, f64 unit roundoff
 const double EPS64 = 1.0lf / 4503599627370496.0lf;   // 2^-52: gamma64(n) <= n * 2^-52
-const double TINY = 1.0lf / 1427247692705959881058285969449495136382746624.0lf;  // 2^-150
+const double TINY = 1.0lf / 1427247692705959881058285969449495136382746624.0lf;  // eta = 2^-150
 const double SLACK = 1.0lf + 1.0lf / 1048576.0lf;    // 1 + 2^-20: the bound's own f64 evaluation
-// The absolute error of one stored G entry below the normal range: 2^-150 with
+// The absolute error of one stored G' entry below the normal range: eta with
 // gradual underflow; where denormals may be flushed (DIVGPU_EXACT_UNDERFLOW:
-// the device does not keep them), a flushed entry or load is off by less than
-// 2^-126, so G's entries are read plainly and the bound carries that instead
-// of redoing every load exactly (gram.md, section 6).
+// the device does not keep them) a flushed entry or load is off by less than
+// 2^-126 (gram.md, section 6).
 #ifdef DIVGPU_EXACT_UNDERFLOW
 const double G_ETA = TINY * 16777216.0lf;            // 2^-126
 #else
 const double G_ETA = TINY;
 #endif
 
-// Loads c = (f32) csum into shared memory and sets the step's bound factors;
-// `chosen` items are in the sequence so far.
-void load_center_and_bound(uint chosen) {
-    double wc2 = 0.0lf, cs2 = 0.0lf;
-    for (uint d = tid; d < pc.dim; d += threads) {
-        const double s = csum[seq * pc.dim + d];
-        const float c = contract_centroid(s);
-        center[d] = c;
-        const double wc = double(pc.dim - d) * TO_F64(c);  // exact: an integer < 2^24 times an f32
-        wc2 += wc * wc;
-        cs2 += s * s;
+// G''s row w: block w / block_rows, 64-bit byte offset inside it.
+GRow g_row(uint w) {
+    const uint64_t base = packUint2x32(g_block[w / pc.block_rows]);
+    return GRow(base + uint64_t(w % pc.block_rows) * uint64_t(pc.num_items) * 4ul);
+}
+
+// The candidates of the shared and global pages: this thread's q-th of each.
+uint shared_j(uint q) { return REG_SLOTS * threads + tid + q * threads; }
+uint global_first() { return REG_SLOTS * threads + pc.shared_count; }
+
+// ---- the thread's state, for the dispatch ----
+double ap[REG_SLOTS];        // register page: approx of j = tid + k * threads
+double cs[DIM_SLOTS];        // the f64 centroid sum of d = tid + i * threads
+double chosen_norms;         // T (the same in every thread)
+// Phase A's running minima over this thread's candidates.
+double a1, a2;
+uint j1;
+
+void consider(double a, uint j) {
+    if (a < a2) {
+        if (a < a1) {
+            a2 = a1;
+            a1 = a;
+            j1 = j;
+        } else {
+            a2 = a;  // a == a1 too: a tie leaves a2 = a1, and the window is not one item
+        }
     }
-    // workgroup_sum's barrier also orders the centroid writes before any scan reads them.
-    const dvec2 sums = workgroup_sum2(dvec2(wc2, cs2));
-    const double wc_norm = sqrt(sums.x);
-    const double cs_norm = sqrt(sums.y);
-    const double D = double(pc.dim), m = double(chosen);
-    const double chosen_norms = state_f64[seq * 2u + T_NORMS];
+}
+
+// Adds G' row `row` (unless `add` is false: a twin) to every candidate of
+// this thread, masks `w`, and takes the running minima.
+void add_row_and_scan(GRow row, uint w, bool add) {
+    const uint n = pc.num_items;
+    a1 = INF;
+    a2 = INF;
+    j1 = INDEX_NONE;
+    // Every load of the register page first, then the arithmetic: the loads
+    // do not wait on each other.
+    float g[REG_SLOTS];
+    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
+        const uint j = tid + k * threads;
+        g[k] = (add && j < n) ? row.g[j] : 0.0;
+    }
+    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
+        const uint j = tid + k * threads;
+        if (j == w) ap[k] = INF;                   // chosen: never a candidate again
+        ap[k] += double(FTZ(g[k]));                // inf + x = inf; a flushed entry is covered by G_ETA
+        consider(ap[k], j);
+    }
+    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
+        const uint j = shared_j(q);
+        double a = sh_approx[tid + q * threads];
+        if (j == w) a = INF;
+        if (add) a += double(FTZ(row.g[j]));
+        sh_approx[tid + q * threads] = a;
+        consider(a, j);
+    }
+    const uint base = seq * n;
+    for (uint j = global_first() + tid; j < n; j += threads) {
+        double a = approx[base + j];
+        if (j == w) a = INF;
+        if (add) a += double(FTZ(row.g[j]));
+        approx[base + j] = a;
+        consider(a, j);
+    }
+}
+
+// Adds row w of E to the f64 centroid, writes c = (f32) csum to `center`,
+// and returns this thread's parts of |w o c|^2 and |csum|^2 (gram.md [wc], [cs]).
+dvec2 add_to_centroid(uint w) {
+    dvec2 norms = dvec2(0.0lf);
+    [[unroll]] for (uint i = 0u; i < DIM_SLOTS; ++i) {
+        const uint d = tid + i * threads;
+        if (d < pc.dim) {
+            cs[i] += TO_F64(LOAD_EMB(EMB_INDEX(w, d)));
+            const float c = contract_centroid(cs[i]);
+            center[d] = c;
+            const double wc = double(pc.dim - d) * TO_F64(c);  // exact: an integer < 2^24 times an f32
+            norms += dvec2(wc * wc, cs[i] * cs[i]);
+        }
+    }
+    return norms;
+}
+
+// The step's bound Bhat on |score_j - approx_j| for every unmasked j
+// (gram.md, section 4), from the two norms' squares, m = t chosen items.
+double step_bound(dvec2 norm2, uint m_items) {
+    const double wc_norm = sqrt(norm2.x);
+    const double cs_norm = sqrt(norm2.y);
+    const double D = double(pc.dim), m = double(m_items);
+    const double P = job_factor[0], IMAX = job_factor[1];
     const double rho = U32 * (1.0lf + 2.0lf * D * U32);          // >= u (1+u)^(D-1)
     const double g_dim = D * EPS64;                               // >= gamma64(D): G's f64 dot product
     const double g_sum = (m - 1.0lf) * EPS64;                     // >= gamma64(m-1): f64 sums over chosen items
-    const double kappa = g_sum                                    // csum
-                       + g_dim + U32 * (1.0lf + g_dim)            // G: f64 dot product, f32 storage
-                       + g_sum * (1.0lf + U32) * (1.0lf + g_dim); // approx's f64 sum of G entries
-    k_norm = rho * wc_norm + U32 * cs_norm + kappa * chosen_norms + TINY * sqrt(D);
-    k_const = D * TINY * (1.0lf + 2.0lf * D * U32) + m * G_ETA * (1.0lf + m * EPS64);
+    const double kappa_g = g_dim + E64 * (1.0lf + g_dim)          // G: f64 dot product, times inv_j in f64,
+                         + U32 * (1.0lf + E64) * (1.0lf + g_dim)  //    stored as f32
+                         + g_sum * (1.0lf + U32) * (1.0lf + E64) * (1.0lf + g_dim);  // approx's f64 sum
+    const double kappa = g_sum + kappa_g;                         // ... and the f64 centroid
+    const double g_abs = m * G_ETA * (1.0lf + g_sum);             // G' entries below the normal range
+    const double chain = rho * wc_norm + U32 * cs_norm + TINY * sqrt(D);
+    const double err = P * (chain + kappa * chosen_norms) + IMAX * D * TINY * (1.0lf + 2.0lf * D * U32) + g_abs;
+    const double amax = P * (cs_norm + kappa * chosen_norms) + g_abs;  // >= |approx_j|
+    return DIVGPU_BOUND_SCALE * SLACK * ((1.0lf + U32) * err + U32 * amax + TINY);
 }
 
-// a_j and its bound B_j at score level, from approx_j (gram.md, section 4).
-void approx_score(uint j, double ap, out double a, out double bound) {
-    const double inv = double(inv_norm[j]);
-    precise double product = ap * inv;
-    a = product;
-    const double b = row_norm[j] * k_norm + k_const;
-    bound = DIVGPU_BOUND_SCALE * SLACK * ((1.0lf + U32) * inv * b + (U32 + 2.0lf * EPS64) * abs(a) + 2.0lf * TINY);
+// The contract's order as one u32 per score (contract_key) and the index.
+void reduce_best(uint key, uint j, out uint best_key, out uint best_j) {
+    const uint k = subgroupMin(key);
+    const uint b = subgroupMin(key == k ? contract_tie_key(j) : 0xffffffffu);
+    if (subgroupElect()) {
+        red_key[gl_SubgroupID] = k;
+        red_best[gl_SubgroupID] = b;
+    }
+    // Orders the subgroups' best before every thread combines them.
+    barrier();
+    best_key = 0xffffffffu;
+    uint tie = 0xffffffffu;
+    for (uint s = 0u; s < gl_NumSubgroups; ++s) {
+        if (red_key[s] < best_key || (red_key[s] == best_key && red_best[s] < tie)) {
+            best_key = red_key[s];
+            tie = red_best[s];
+        }
+    }
+    best_j = contract_tie_key(tie);  // its own inverse
 }
 
-// Exact scan of every unmasked candidate: the fallback (and the check).
-void scan_all(inout float best, inout uint best_j) {
-    for (uint j = tid; j < pc.num_items; j += threads) {
-        if (is_masked(j)) continue;  // already in the sequence
-        const float s = contract_score(j, pc.dim);
-        if (contract_better(s, j, best, best_j)) {
-            best = s;
+// Exact scores of every unmasked candidate of this thread: the fallback.
+void scan_all(inout uint best_key, inout uint best_j) {
+    const uint n = pc.num_items;
+    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
+        const uint j = tid + k * threads;
+        if (ap[k] != INF) {  // unmasked (padding slots, j >= N, are +inf too)
+            const uint key = contract_key(contract_score(j, pc.dim));
+            if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
+                best_key = key;
+                best_j = j;
+            }
+        }
+    }
+    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
+        const uint j = shared_j(q);
+        if (sh_approx[tid + q * threads] == INF) continue;
+        const uint key = contract_key(contract_score(j, pc.dim));
+        if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
+            best_key = key;
+            best_j = j;
+        }
+    }
+    for (uint j = global_first() + tid; j < n; j += threads) {
+        if (approx[seq * n + j] == INF) continue;
+        const uint key = contract_key(contract_score(j, pc.dim));
+        if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
+            best_key = key;
             best_j = j;
         }
     }
 }
 
-void add_to_window(uint j) {
-    const uint slot = atomicAdd(window_count, 1u);
-    if (slot < WINDOW_CAPACITY) window[slot] = j;
+void add_to_window(uint j, double a, uint parity) {
+    const uint slot = atomicAdd(window_count[parity], 1u);
+    if (slot < WINDOW_CAPACITY) {
+        window[slot] = j;
+#if DIVGPU_GRAM_PERTURB == 1
+        window_a[slot] = a;
+#endif
+    }
 }
 
-void gram_step(uint t, bool first_of_dispatch) {
+// Appends this thread's window members {j : approx_j <= tau} to `window`.
+void collect_window(double tau, uint parity) {
     const uint n = pc.num_items;
-    const uint base = seq * n;
-    load_center_and_bound(t);  // t items are chosen before step t
-
-    // Pass A: add the previous winner's G row; U = min (a_j + B_j).
-    // (Keeping each thread's few candidates for the window in local arrays,
-    // instead of pass B, measured 10% slower on the H200: bench/NOTES.md.)
-    GRow row = g_row(state_u32[seq * STATE_U32 + S_PREVIOUS]);
-    bool add_row = true;
-#if DIVGPU_GRAM_PERTURB == 2
-    // Twin: the row pending from the previous dispatch is dropped.
-    add_row = !first_of_dispatch;
-#endif
-    double lowest = uint64BitsToDouble(0x7ff0000000000000ul);
-    for (uint j = tid; j < n; j += threads) {
-        if (is_masked(j)) continue;  // chosen items are never candidates again
-        double ap = approx[base + j];
-        if (add_row) {
-            ap += double(FTZ(row.g[j]));  // a flushed G entry is covered by G_ETA
-            approx[base + j] = ap;
-        }
-        double a, bound;
-        approx_score(j, ap, a, bound);
-        lowest = min(lowest, a + bound);
+    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
+        if (ap[k] <= tau) add_to_window(tid + k * threads, ap[k], parity);
     }
-    const double upper = workgroup_min(lowest);
-
-    // Pass B: the window { j : a_j - B_j <= U } (each thread rereads its own
-    // approx_j). window_count was reset by the previous step (or at the
-    // start), ordered by the barriers since.
-    for (uint j = tid; j < n; j += threads) {
-        if (is_masked(j)) continue;
-        double a, bound;
-        approx_score(j, approx[base + j], a, bound);
-        if (a - bound <= upper) add_to_window(j);
+    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
+        const double a = sh_approx[tid + q * threads];
+        if (a <= tau) add_to_window(shared_j(q), a, parity);
     }
-    // Orders the window's writes before every thread reads them.
-    barrier();
-    const uint count = window_count;
-
-    uint winner;
-    if (count == 1u) {
-        winner = window[0];
-    } else {
-        float best = SCORE_NONE;
-        uint best_j = INDEX_NONE;
-        if (count != 0u && count <= WINDOW_CAPACITY) {
-            for (uint k = tid; k < count; k += threads) {
-                const uint j = window[k];
-#if DIVGPU_GRAM_PERTURB == 1
-                // Twin: trust the approximation, no exact rescoring.
-                const float s = float(approx[base + j] * double(inv_norm[j]));
-#else
-                const float s = contract_score(j, pc.dim);
-#endif
-                if (contract_better(s, j, best, best_j)) {
-                    best = s;
-                    best_j = j;
-                }
-            }
-        } else {
-#if DIVGPU_GRAM_PERTURB == 3
-            // Twin: an overflowing window is cut to its capacity instead of a full scan.
-            for (uint k = tid; k < WINDOW_CAPACITY; k += threads) {
-                const uint j = window[k];
-                const float s = contract_score(j, pc.dim);
-                if (contract_better(s, j, best, best_j)) {
-                    best = s;
-                    best_j = j;
-                }
-            }
-#else
-            // Fallback (count == 0 cannot happen under the theorem; scanning keeps it safe).
-            scan_all(best, best_j);
-#endif
-        }
-        reduce_best(best, best_j);
-        winner = red_index[0];
+    for (uint j = global_first() + tid; j < n; j += threads) {
+        const double a = approx[seq * n + j];
+        if (a <= tau) add_to_window(j, a, parity);
     }
+}
 
 #if DIVGPU_GRAM_CHECK
-    // Instrumented: |exact - a_j| / B_j over every candidate of the step.
+// max |exact - approx_j| / Bhat over this thread's unmasked candidates.
+double check_ratio(double bound) {
+    const uint n = pc.num_items;
     double worst = 0.0lf;
-    for (uint j = tid; j < n; j += threads) {
-        if (is_masked(j)) continue;
-        double a, bound;
-        approx_score(j, approx[base + j], a, bound);
-        const double exact = double(contract_score(j, pc.dim));
-        worst = max(worst, abs(exact - a) / bound);
+    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
+        if (ap[k] != INF) {
+            const double exact = double(contract_score(tid + k * threads, pc.dim));
+            worst = max(worst, abs(exact - ap[k]) / bound);
+        }
     }
-    worst = workgroup_max(worst);
+    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
+        const double a = sh_approx[tid + q * threads];
+        if (a != INF) worst = max(worst, abs(double(contract_score(shared_j(q), pc.dim)) - a) / bound);
+    }
+    for (uint j = global_first() + tid; j < n; j += threads) {
+        const double a = approx[seq * n + j];
+        if (a != INF) worst = max(worst, abs(double(contract_score(j, pc.dim)) - a) / bound);
+    }
+    return worst;
+}
 #endif
 
-    // Append the winner: ring slot, mask bit, state, f64 centroid sum.
-    if (tid == 0u) {
-        winners[seq * pc.ring + t % pc.ring] = winner;
-        mask[seq * words + winner / 32u] |= 1u << (winner % 32u);
-        state_u32[seq * STATE_U32 + S_PREVIOUS] = winner;
-        state_u32[seq * STATE_U32 + S_WINDOW_TOTAL] += count;
-        state_u32[seq * STATE_U32 + S_WINDOW_ONES] += count == 1u ? 1u : 0u;
-        state_u32[seq * STATE_U32 + S_FALLBACKS] += (count == 0u || count > WINDOW_CAPACITY) ? 1u : 0u;
-        state_u32[seq * STATE_U32 + S_WINDOW_MAX] = max(state_u32[seq * STATE_U32 + S_WINDOW_MAX], count);
-        state_u32[seq * STATE_U32 + S_HIST + window_bin(count)] += 1u;
-        state_f64[seq * 2u + T_NORMS] += row_norm[winner];
-#if DIVGPU_GRAM_CHECK
-        state_f64[seq * 2u + T_RATIO] = max(state_f64[seq * 2u + T_RATIO], worst);
-#endif
+// ---- loading and saving the state around a dispatch ----
+void load_state() {
+    const uint n = pc.num_items;
+    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
+        const uint j = tid + k * threads;
+        ap[k] = j < n ? approx[seq * n + j] : INF;  // padding: never a candidate
     }
-    for (uint d = tid; d < pc.dim; d += threads) {
-        csum[seq * pc.dim + d] += TO_F64(LOAD_EMB(EMB_INDEX(winner, d)));
+    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
+        sh_approx[tid + q * threads] = approx[seq * n + shared_j(q)];
     }
-    // Every thread has read window_count above (count); the next step's window starts empty.
-    barrier();
-    if (tid == 0u) window_count = 0u;
-    // Orders this step's mask, state and centroid writes before the next
-    // step's reads (by other threads), red_index[0]'s read before its reuse,
-    // and the window reset before the next step counts.
-    memoryBarrierBuffer();
-    barrier();
+    [[unroll]] for (uint i = 0u; i < DIM_SLOTS; ++i) {
+        const uint d = tid + i * threads;
+        cs[i] = d < pc.dim ? csum[seq * pc.dim + d] : 0.0lf;
+    }
+    chosen_norms = state_f64[seq * GRAM_STATE_F64 + GRAM_T_NORMS];
+}
+
+void save_state() {
+    const uint n = pc.num_items;
+    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
+        const uint j = tid + k * threads;
+        if (j < n) approx[seq * n + j] = ap[k];
+    }
+    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
+        approx[seq * n + shared_j(q)] = sh_approx[tid + q * threads];
+    }
+    [[unroll]] for (uint i = 0u; i < DIM_SLOTS; ++i) {
+        const uint d = tid + i * threads;
+        if (d < pc.dim) csum[seq * pc.dim + d] = cs[i];
+    }
+}
+
+uint window_bin(uint count) {
+    if (count == 0u) return GRAM_HIST_BINS - 1u;
+    return min(uint(findMSB(count - 1u) + 1), GRAM_HIST_BINS - 2u);  // findMSB(0) = -1
 }
 
 void main() {
     seq = gl_WorkGroupID.x;
     tid = gl_LocalInvocationID.x;
     threads = gl_WorkGroupSize.x;
-    words = (pc.num_items + 31u) / 32u;
-    if (tid == 0u) window_count = 0u;
-    // Orders the reset before the first step counts.
+    const uint state = seq * GRAM_STATE_U32;
+    load_state();
+    uint w = state_u32[state + GRAM_S_PREVIOUS];
+    // Thread 0 counts the dispatch's windows; they are added to state_u32 at the end.
+    uint window_total = 0u, window_ones = 0u, fallbacks = 0u, window_max = state_u32[state + GRAM_S_WINDOW_MAX];
+    uint hist[GRAM_HIST_BINS];
+    [[unroll]] for (uint b = 0u; b < GRAM_HIST_BINS; ++b) hist[b] = 0u;
+#if DIVGPU_GRAM_CHECK
+    double worst_ratio = state_f64[seq * GRAM_STATE_F64 + GRAM_T_RATIO];
+#endif
+    if (tid == 0u) {
+        window_count[0] = 0u;
+        window_count[1] = 0u;
+    }
+    // Orders the counters' reset before the first step counts.
     barrier();
+
     for (uint k = 0u; k < pc.steps; ++k) {
-        gram_step(pc.first_step + k, k == 0u);
+        const uint t = pc.first_step + k;
+        const uint parity = t & 1u;
+
+        // ---- phase A: apply w (the winner of step t - 1) ----
+        bool add = true;
+#if DIVGPU_GRAM_PERTURB == 2
+        // Twin: the row pending from the previous dispatch is dropped.
+        add = k != 0u;
+#endif
+        add_row_and_scan(g_row(w), w, add);
+#if DIVGPU_GRAM_FLOOR
+        const dvec2 norms = dvec2(0.0lf);
+#else
+        const dvec2 norms = add_to_centroid(w);
+        chosen_norms += row_norm[w];
+#endif
+        {
+            const double m1 = subgroupMin(a1);
+            const uvec4 at_min = subgroupBallot(a1 == m1);
+            const uint holder = subgroupBallotFindLSB(at_min);
+            // The second smallest of the subgroup: m1 again when two lanes
+            // hold it, else the smallest of the other lanes' a1 and the
+            // holder's a2.
+            double second = subgroupMin(gl_SubgroupInvocationID == holder ? a2 : a1);
+            if (subgroupBallotBitCount(at_min) > 1u) second = m1;
+            const dvec2 norm_sum = subgroupAdd(norms);
+            if (subgroupElect()) {
+                red_a1[parity][gl_SubgroupID] = m1;
+                red_j1[parity][gl_SubgroupID] = subgroupBroadcast(j1, holder);
+                red_a2[parity][gl_SubgroupID] = second;
+                red_norms[parity][gl_SubgroupID] = norm_sum;
+            }
+        }
+        // B1: orders the subgroups' partials (and this step's centroid in
+        // `center`) before every thread reads them.
+        barrier();
+
+        // ---- phase B: every thread combines the partials in the same order ----
+        double best_a = INF, second_a = INF;
+        uint best = INDEX_NONE;
+        dvec2 norm2 = dvec2(0.0lf);
+        for (uint s = 0u; s < gl_NumSubgroups; ++s) {
+            const double m1 = red_a1[parity][s], m2 = red_a2[parity][s];
+            if (m1 < best_a) {
+                second_a = min(best_a, m2);
+                best_a = m1;
+                best = red_j1[parity][s];
+            } else {
+                second_a = min(second_a, m1);  // m1 == best_a: a tie, second = best
+            }
+            norm2 += red_norms[parity][s];
+        }
+        // The other parity's window count was last read in step t - 1, before B1.
+        if (tid == 0u) window_count[parity ^ 1u] = 0u;
+
+        uint winner, count;
+#if DIVGPU_GRAM_FLOOR
+        winner = best;
+        count = 1u;
+#else
+        const double bound = step_bound(norm2, t);
+        const double tau = best_a + 2.0lf * bound;
+#if DIVGPU_GRAM_PERTURB == 4
+        // Twin: trust the smallest approx whatever the bound says.
+        if (true) {
+#else
+        if (second_a > tau) {
+#endif
+            winner = best;  // the window is {best}: no chain
+            count = 1u;
+        } else {
+            collect_window(tau, parity);
+            // B2: orders the window's members and count before every thread reads them.
+            barrier();
+            count = window_count[parity];
+            uint best_key = 0xffffffffu, best_j = INDEX_NONE;
+            if (count != 0u && count <= WINDOW_CAPACITY) {
+                for (uint m = tid; m < count; m += threads) {
+                    const uint j = window[m];
+#if DIVGPU_GRAM_PERTURB == 1
+                    // Twin: trust the approximation, no exact rescoring.
+                    const uint key = contract_key(float(window_a[m]));
+#else
+                    const uint key = contract_key(contract_score(j, pc.dim));
+#endif
+                    if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
+                        best_key = key;
+                        best_j = j;
+                    }
+                }
+            } else {
+#if DIVGPU_GRAM_PERTURB == 3
+                // Twin: an overflowing window is cut to its capacity instead of a full scan.
+                for (uint m = tid; m < WINDOW_CAPACITY; m += threads) {
+                    const uint j = window[m];
+                    const uint key = contract_key(contract_score(j, pc.dim));
+                    if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
+                        best_key = key;
+                        best_j = j;
+                    }
+                }
+#else
+                // The fallback (count == 0 cannot happen under the theorem; scanning keeps it safe).
+                scan_all(best_key, best_j);
+#endif
+            }
+            uint chosen_key;
+            reduce_best(best_key, best_j, chosen_key, winner);  // B3 inside
+        }
+#endif
+
+#if DIVGPU_GRAM_CHECK
+        {
+            double r = subgroupMax(check_ratio(bound));
+            if (subgroupElect()) red_ratio[gl_SubgroupID] = r;
+            // Orders the ratios before thread 0 reads them.
+            barrier();
+            if (tid == 0u) {
+                for (uint s = 0u; s < gl_NumSubgroups; ++s) worst_ratio = max(worst_ratio, red_ratio[s]);
+            }
+            // Orders every read of `center` and red_ratio before the next step writes them.
+            barrier();
+        }
+#endif
+        if (tid == 0u) {
+            winners[seq * pc.ring + t % pc.ring] = winner;
+            window_total += count;
+            window_ones += count == 1u ? 1u : 0u;
+            fallbacks += (count == 0u || count > WINDOW_CAPACITY) ? 1u : 0u;
+            window_max = max(window_max, count);
+            hist[window_bin(count)] += 1u;
+        }
+        w = winner;
+    }
+
+    save_state();
+    if (tid == 0u) {
+        state_u32[state + GRAM_S_PREVIOUS] = w;
+        state_u32[state + GRAM_S_WINDOW_TOTAL] += window_total;
+        state_u32[state + GRAM_S_WINDOW_ONES] += window_ones;
+        state_u32[state + GRAM_S_FALLBACKS] += fallbacks;
+        state_u32[state + GRAM_S_WINDOW_MAX] = window_max;
+        [[unroll]] for (uint b = 0u; b < GRAM_HIST_BINS; ++b) state_u32[state + GRAM_S_HIST + b] += hist[b];
+        state_f64[seq * GRAM_STATE_F64 + GRAM_T_NORMS] = chosen_norms;
+#if DIVGPU_GRAM_CHECK
+        state_f64[seq * GRAM_STATE_F64 + GRAM_T_RATIO] = worst_ratio;
+#endif
     }
 }

@@ -1,14 +1,23 @@
 #version 450
-// G = E Eᵀ for rows [pc.row_begin, pc.row_end) of one G block (SPEC section 8):
-// f64 products (an f32 x f32 product is exact in f64) and f64 sums, stored as
-// f32. Any order of the f64 sums is allowed: the bound (gram.md, term G)
-// covers gamma_D of the f64 dot product and the one f32 rounding of storage.
+// G' = G diag(inv_norm), G = E Eᵀ, for the tile-rows [pc.tile_row_begin,
+// pc.tile_row_end) of the upper triangle (shaders/gram.md, term G):
+// G'[i][j] = (f32)((f64 dot product of rows i and j) * (f64) inv_norm[j]).
+// The products of two f32 are exact in f64 and the sum runs d ascending in
+// f64, so every device gives the same G' (tests compare it with the host's
+// reference bit for bit). G is symmetric: a workgroup computes one tile
+// (bi, bj) with bj >= bi once and writes it twice, G'[i][j] with inv_j and,
+// off the diagonal, G'[j][i] with inv_i.
 //
-// The block is reached by device address, so G as a whole may exceed the
-// device's maxStorageBufferRange (16 GiB at N = 65,536).
+// A register-blocked f64 GEMM: a workgroup of WX x WY threads computes a
+// TILE x TILE tile (TILE = WY * TM = WX * TN), each thread TM x TN entries
+// in registers (rows ty + m * WY, columns tx + n * WX: neighbouring threads
+// read neighbouring shared words and write neighbouring G' entries), from
+// SLICE-wide slices of the two row panels staged in shared memory as f64
+// (converted once when staged, not at every use); the next slice is read
+// from the table into registers while the current one is multiplied.
 //
-// One workgroup computes a 64 x 64 tile of G: 16 x 16 threads, 4 x 4 each,
-// with 16-wide slices of the two row panels staged in shared memory.
+// G' is reached by device address, in blocks of whole rows, so it may
+// exceed the device's maxStorageBufferRange (64 GiB at N = 131,072).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -16,68 +25,139 @@
 #include "flush.glsl"
 #include "underflow.glsl"
 
-#define TILE 64
-#define SLICE 16
-layout(local_size_x = 16, local_size_y = 16) in;
+#ifndef DIVGPU_GRAM_BUILD_PERTURB
+#define DIVGPU_GRAM_BUILD_PERTURB 0
+#endif
+
+layout(local_size_x_id = 0, local_size_y_id = 1) in;  // WX x WY threads
+const uint WX = gl_WorkGroupSize.x;             // threads along a tile's columns
+const uint WY = gl_WorkGroupSize.y;             // threads along its rows
+layout(constant_id = 2) const uint TM = 4;      // rows per thread
+layout(constant_id = 3) const uint TN = 4;      // columns per thread
+layout(constant_id = 4) const uint SLICE = 8;   // dimensions per staged slice
+const uint TILE = WY * TM;                      // == WX * TN (the host checks)
+const uint THREADS = WX * WY;
+// Table values each thread stages per panel and slice (the host makes
+// TILE * SLICE a multiple of THREADS).
+const uint STAGE = TILE * SLICE / THREADS;
 
 layout(push_constant) uniform Push {
-    uint num_items;   // N
-    uint dim;         // D
-    uint row_begin;   // first G row of this dispatch
-    uint row_end;     // one past the last
-    uint block_row0;  // the first row the block at `block` holds
-    uint block_lo;    // the block's device address, low and high words
-    uint block_hi;
+    uint num_items;        // N
+    uint dim;              // D
+    uint tile_row_begin;   // first tile-row of this dispatch
+    uint tile_row_end;     // one past the last
+    uint block_rows;       // G' rows per block of g_blocks
 } pc;
 
-layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };  // [N][D], rows
+layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };     // [N][D], rows
+layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; };  // [N], from the host
+layout(std430, set = 0, binding = 2) readonly buffer GBlocks { uvec2 g_block[]; };    // device addresses of G''s blocks
 
-layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer GBlock { float g[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer GRow { float g[]; };
 
-shared float panel_i[SLICE][TILE];
-shared float panel_j[SLICE][TILE];
+shared double panel_i[SLICE][TILE];
+shared double panel_j[SLICE][TILE];
+
+GRow g_row(uint i) {
+    const uint64_t base = packUint2x32(g_block[i / pc.block_rows]);
+    return GRow(base + uint64_t(i % pc.block_rows) * uint64_t(pc.num_items) * 4ul);
+}
+
+// The next slice of both panels, read from the table while the current one
+// is multiplied.
+float next_i[STAGE], next_j[STAGE];
+
+// One table value of a panel's slice (rows r0 .. r0 + TILE, dimensions
+// d0 .. d0 + SLICE): this thread's s-th, zero past the table's edge.
+float slice_value(uint r0, uint d0, uint e) {
+    const uint row = r0 + e / SLICE, col = d0 + e % SLICE;
+    return (row < pc.num_items && col < pc.dim) ? emb[row * pc.dim + col] : 0.0;
+}
+
+void load_slices(uint i0, uint j0, uint d0, uint flat_id) {
+    [[unroll]] for (uint s = 0u; s < STAGE; ++s) {
+        next_i[s] = slice_value(i0, d0, flat_id + s * THREADS);
+        next_j[s] = slice_value(j0, d0, flat_id + s * THREADS);
+    }
+}
+
+void store_slices(uint flat_id) {
+    [[unroll]] for (uint s = 0u; s < STAGE; ++s) {
+        const uint e = flat_id + s * THREADS;
+        panel_i[e % SLICE][e / SLICE] = TO_F64(next_i[s]);
+        panel_j[e % SLICE][e / SLICE] = TO_F64(next_j[s]);
+    }
+}
+
+// The stored entry: the f64 dot product times inv, rounded once to f32.
+float scaled(double dot, float inv) {
+    // May flush where denormals are not kept: gram.comp's G_ETA covers it.
+    return FTZ(float(dot * TO_F64(inv)));
+}
 
 void main() {
+    const uint bi = pc.tile_row_begin + gl_WorkGroupID.y;
+    const uint bj = gl_WorkGroupID.x;
+    if (bj < bi || bi >= pc.tile_row_end) return;  // the lower triangle: written as the mirror of the upper
     const uint tx = gl_LocalInvocationID.x;
     const uint ty = gl_LocalInvocationID.y;
-    const uint flat_id = ty * 16u + tx;
-    const uint i0 = pc.row_begin + gl_WorkGroupID.y * TILE;
-    const uint j0 = gl_WorkGroupID.x * TILE;
-    double acc[4][4];
-    [[unroll]] for (uint a = 0u; a < 4u; ++a) {
-        [[unroll]] for (uint b = 0u; b < 4u; ++b) acc[a][b] = 0.0lf;
+    const uint flat_id = ty * WX + tx;
+    const uint i0 = bi * TILE, j0 = bj * TILE;
+
+    precise double acc[TM][TN];
+    [[unroll]] for (uint m = 0u; m < TM; ++m) {
+        [[unroll]] for (uint n = 0u; n < TN; ++n) acc[m][n] = 0.0lf;
     }
+    load_slices(i0, j0, 0u, flat_id);
     for (uint d0 = 0u; d0 < pc.dim; d0 += SLICE) {
-        // 256 threads stage 2 x 64 x 16 values, 4 each per panel.
-        [[unroll]] for (uint k = 0u; k < 4u; ++k) {
-            const uint e = flat_id + k * 256u;       // 0 .. 1023
-            const uint r = e / SLICE, d = e % SLICE;  // row in tile, d in slice
-            const uint gi = i0 + r, gj = j0 + r, gd = d0 + d;
-            panel_i[d][r] = (gi < pc.row_end && gd < pc.dim) ? emb[gi * pc.dim + gd] : 0.0;
-            panel_j[d][r] = (gj < pc.num_items && gd < pc.dim) ? emb[gj * pc.dim + gd] : 0.0;
-        }
+        store_slices(flat_id);
         // Orders the panel writes before any thread reads them.
         barrier();
+        if (d0 + SLICE < pc.dim) load_slices(i0, j0, d0 + SLICE, flat_id);
         [[unroll]] for (uint d = 0u; d < SLICE; ++d) {
-            double x[4], y[4];
-            [[unroll]] for (uint a = 0u; a < 4u; ++a) x[a] = TO_F64(panel_i[d][ty * 4u + a]);
-            [[unroll]] for (uint b = 0u; b < 4u; ++b) y[b] = TO_F64(panel_j[d][tx * 4u + b]);
-            [[unroll]] for (uint a = 0u; a < 4u; ++a) {
-                [[unroll]] for (uint b = 0u; b < 4u; ++b) acc[a][b] += x[a] * y[b];
+            double x[TM], y[TN];
+            [[unroll]] for (uint m = 0u; m < TM; ++m) x[m] = panel_i[d][ty + m * WY];
+            [[unroll]] for (uint n = 0u; n < TN; ++n) y[n] = panel_j[d][tx + n * WX];
+            [[unroll]] for (uint m = 0u; m < TM; ++m) {
+                [[unroll]] for (uint n = 0u; n < TN; ++n) {
+#if DIVGPU_GRAM_BUILD_PERTURB == 1
+                    // Twin: products rounded to f32 before the f64 sum.
+                    acc[m][n] += double(float(x[m] * y[n]));
+#else
+                    acc[m][n] = fma(x[m], y[n], acc[m][n]);  // the product is exact: one f64 rounding, as a + b
+#endif
+                }
             }
         }
         // Orders this slice's reads before the next slice overwrites the panels.
         barrier();
     }
-    const uint64_t base = packUint2x32(uvec2(pc.block_lo, pc.block_hi));
-    [[unroll]] for (uint a = 0u; a < 4u; ++a) {
-        const uint i = i0 + ty * 4u + a;
-        if (i >= pc.row_end) continue;  // past the last row of this dispatch
-        // 64-bit byte offset of the row: a block may hold more than 4 GiB.
-        GBlock row = GBlock(base + uint64_t(i - pc.block_row0) * uint64_t(pc.num_items) * 4ul);
-        [[unroll]] for (uint b = 0u; b < 4u; ++b) {
-            const uint j = j0 + tx * 4u + b;
-            if (j < pc.num_items) row.g[j] = FTZ(float(acc[a][b]));  // may flush where denormals are not kept: gram.comp's G_ETA  // past the last column otherwise
+
+    // G'[i][j] = G_ij * inv_j, d ascending in every sum: the tile ...
+    float inv_j[TN], inv_i[TM];
+    [[unroll]] for (uint n = 0u; n < TN; ++n) {
+        const uint j = j0 + tx + n * WX;
+        inv_j[n] = j < pc.num_items ? inv_norm[j] : 0.0;
+    }
+    [[unroll]] for (uint m = 0u; m < TM; ++m) {
+        const uint i = i0 + ty + m * WY;
+        inv_i[m] = i < pc.num_items ? inv_norm[i] : 0.0;
+        if (i >= pc.num_items) continue;  // past the table's last row
+        GRow row = g_row(i);
+        [[unroll]] for (uint n = 0u; n < TN; ++n) {
+            const uint j = j0 + tx + n * WX;
+            if (j < pc.num_items) row.g[j] = scaled(acc[m][n], inv_j[n]);
+        }
+    }
+    if (bi == bj) return;  // a diagonal tile holds both triangles of its own square
+    // ... and its mirror, G'[j][i] = G_ij * inv_i.
+    [[unroll]] for (uint n = 0u; n < TN; ++n) {
+        const uint j = j0 + tx + n * WX;
+        if (j >= pc.num_items) continue;
+        GRow row = g_row(j);
+        [[unroll]] for (uint m = 0u; m < TM; ++m) {
+            const uint i = i0 + ty + m * WY;
+            if (i < pc.num_items) row.g[i] = scaled(acc[m][n], inv_i[m]);
         }
     }
 }

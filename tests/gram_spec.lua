@@ -170,7 +170,120 @@ describe("gram method vs CPU mirror", function()
         end)
     end)
 
+    -- Where each sequence's approx lives (gram.comp): the default keeps every
+    -- candidate of these tables in registers; small capacities force the
+    -- shared page and global memory (N below and above each capacity).
+    local PLACEMENTS = {
+        { "registers only", {} },
+        { "registers and the shared page", { reg_slots = 2 } },
+        { "registers, shared and global memory", { reg_slots = 1, shared_slots = 40 } },
+        { "registers and global memory", { reg_slots = 1, shared_slots = 0 } },
+    }
+    local PLACEMENT_TABLES = {
+        { "near-ties", near_ties, 16, 300 },
+        { "N = 301, not a multiple of the workgroup", function() return divgpu.synth{ n = 301, dim = 24, clusters = 8, seed = 9 } end, 12, 301 },
+        { "N = 100, below the forced capacities", function() return divgpu.synth{ n = 100, dim = 16, clusters = 4, seed = 5 } end, 12, 100 },
+        -- D = 1: approx equals every score here (max ratio 0), so only the ratio's bound is checked.
+        { "D = 1", function() return divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 } end, 50, 50, exact = true },
+        { "odd D", function() return divgpu.synth{ n = 300, dim = 7, clusters = 8, seed = 307 } end, 16, 300 },
+        { "exact score ties", function() return ties_table(200, 5) end, 32, 200 },
+    }
+    for _, p in ipairs(PLACEMENTS) do
+        local placement, popts = p[1], p[2]
+        describe("state in " .. placement, function()
+            local function with(extra)
+                local o = {}
+                for k, v in pairs(popts) do o[k] = v end
+                for k, v in pairs(extra or {}) do o[k] = v end
+                return o
+            end
+
+            it("prints where the state lives", function()
+                local job = gram.job(h.ctx(), near_ties(), with{})
+                local note = job:placement_note()
+                assert.truthy(note:find("in registers"), note)
+                if popts.reg_slots == 2 then assert.truthy(note:find("in shared memory") and not note:find("global"), note) end
+                if popts.shared_slots == 40 then assert.truthy(note:find("40 in shared memory") and note:find("in global memory"), note) end
+                if popts.shared_slots == 0 then assert.truthy(note:find("in global memory") and not note:find("shared"), note) end
+            end)
+
+            for _, c in ipairs(PLACEMENT_TABLES) do
+                local name, make, sequences, length = c[1], c[2], c[3], c[4]
+                it(name .. ": identical; the bound holds" .. (c.exact and "" or ", and its 1% twin fails"), function()
+                    local e = make()
+                    assert_identical(e, h.range(0, sequences), length, with{})
+                    local probe = h.range(0, math.min(sequences, 8))
+                    local ratio = max_ratio(e, probe, math.min(length, 40), nil, with{})
+                    assert(ratio <= 1, "max |exact - approx| / bound = " .. ratio)
+                    if c.exact then return end  -- approx equals every score: nothing for the twin to catch
+                    assert(ratio > 0, "no error at all: the check would be vacuous on this table")
+                    local shrunk = max_ratio(e, probe, math.min(length, 40), "0.01lf", with{})
+                    assert(shrunk > 1, "a bound shrunk to 1% was not caught: ratio " .. shrunk)
+                end)
+            end
+
+            it("the window fallback and chunk boundaries with two in flight: identical", function()
+                local stats = assert_identical(near_ties(), h.range(0, 8), 300,
+                    with{ window_capacity = 4, ring = 8, in_flight = 2, g_block_rows = 37 })
+                assert(stats.gram.fallbacks > 0, "no fallback ran")
+                assert(stats.chunks > 2, "expected many chunks, got " .. stats.chunks)
+            end)
+
+            it("twin: the row pending across a dispatch boundary dropped is caught", function()
+                assert_differs(near_ties(), h.range(0, 8), 100, with{ ring = 8, in_flight = 2, gram_defines = { DIVGPU_GRAM_PERTURB = 2 } })
+            end)
+
+            it("twin: trusting the smallest approx without the window is caught", function()
+                assert_differs(near_ties(), h.range(0, 8), 300, with{ gram_defines = { DIVGPU_GRAM_PERTURB = 4 } })
+            end)
+        end)
+    end
+
     describe("G's build", function()
+        --- Every row of the job's G' against the host's reference, bit for bit:
+        --- nil, or the first difference.
+        local function g_difference(job, e)
+            local n = e.n
+            local want = divgpu.scaled_gram_rows(e, 0, n)
+            for i = 0, n - 1 do
+                local block = job.g_blocks[math.floor(i / job.block_rows) + 1]
+                local got = block:read("f32", n, (i % job.block_rows) * n * 4)
+                for j = 1, n do
+                    if got[j] ~= want[i * n + j] then
+                        return string.format("G'[%d][%d]: GPU %.9g, host %.9g", i, j - 1, got[j], want[i * n + j])
+                    end
+                end
+            end
+        end
+
+        it("equals the f64 reference bit for bit (N not a multiple of the tile, G in many blocks, two tilings)", function()
+            local e = divgpu.synth{ n = 300, dim = 37, clusters = 8, seed = 11 }
+            local job = gram.job(h.ctx(), e, { g_block_rows = 97 })
+            assert(300 % job.build_tiling.tile ~= 0, "the tile divides N: the edge is not tested")
+            local d = g_difference(job, e)
+            assert(d == nil, d)
+            job = gram.job(h.ctx(), e, { build_tiling = { wx = 4, wy = 8, tm = 4, tn = 8, slice = 4 } })
+            assert.are.equal(32, job.build_tiling.tile)
+            d = g_difference(job, e)
+            assert(d == nil, d)
+        end)
+
+        it("twin: products rounded to f32 before the f64 sum differ from the reference", function()
+            local e = divgpu.synth{ n = 300, dim = 37, clusters = 8, seed = 11 }
+            local job = gram.job(h.ctx(), e, { build_defines = { DIVGPU_GRAM_BUILD_PERTURB = 1 } })
+            assert.is_not_nil(g_difference(job, e), "the perturbed build gave the reference's G'")
+        end)
+
+        it("refuses a tiling that is not square or does not split its slices", function()
+            local e = divgpu.synth{ n = 30, dim = 3, clusters = 2, seed = 1 }
+            local ok, err = pcall(gram.job, h.ctx(), e, { build_tiling = { wx = 8, wy = 8, tm = 2, tn = 4, slice = 8 } })
+            assert.is_false(ok)
+            assert.truthy(tostring(err):find("tiles must be square"), tostring(err))
+            ok, err = pcall(gram.job, h.ctx(), e, { build_tiling = { wx = 8, wy = 8, tm = 1, tn = 1, slice = 3 } })
+            assert.is_false(ok)
+            assert.truthy(tostring(err):find("does not split"), tostring(err))
+        end)
+
         it("runs in submissions sized to the measured rate, each under a second", function()
             local job = gram.job(h.ctx(), h.shipped(), {})
             local list = job.build_submissions
@@ -223,7 +336,7 @@ describe("gram method vs CPU mirror", function()
             local wrong = { shader = "gram_build", bindings = { "embeddings", "extra" }, push = { "num_items" } }
             local ok, err = pcall(kernel.new, h.ctx(), wrong)
             assert.is_false(ok)
-            assert.truthy(tostring(err):find("the shader has 1 bindings, its descriptor names 2"), tostring(err))
+            assert.truthy(tostring(err):find("the shader has 3 bindings, its descriptor names 2"), tostring(err))
         end)
     end)
 end)

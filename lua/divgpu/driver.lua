@@ -130,8 +130,9 @@ local function make_job(ctx, e, opts, method)
     if method == "gram" then
         return gram.job(ctx, e, {
             layout = opts.layout, workgroup_size = opts.workgroup_size, window_capacity = opts.window_capacity,
-            g_block_rows = opts.g_block_rows, defines = opts.gram_defines, spirv = opts.spirv,
-            memory_budget = opts.memory_budget, exact_underflow = opts.exact_underflow })
+            reg_slots = opts.reg_slots, shared_slots = opts.shared_slots, build_tiling = opts.build_tiling,
+            g_block_rows = opts.g_block_rows, defines = opts.gram_defines, build_defines = opts.gram_build_defines,
+            spirv = opts.spirv, memory_budget = opts.memory_budget, exact_underflow = opts.exact_underflow })
     end
     return vk.job(ctx, e, {
         shape = opts.shape, precision = opts.precision, tile_size = opts.tile_size, layout = opts.layout,

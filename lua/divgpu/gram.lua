@@ -41,11 +41,11 @@ local MAX_BATCH = 8192
 
 local function mib(bytes) return string_format("%.1f MiB", bytes / 1048576) end
 
---- Bytes of device memory a gram job needs: G, the table (twice while G is
---- built from rows and the scan reads columns), norms; and per sequence.
+--- Bytes of device memory a gram job needs: G', the table (twice while G'
+--- is built from rows and the scan reads columns), norms; and per sequence.
 function _M.memory_need(n, dim)
     local fixed = n * n * 4 + 2 * n * dim * 4 + n * 12
-    local per_sequence = n * 8 + dim * 8 + ceil(n / 32) * 4 + GRAM.state_u32_words * 4 + GRAM.state_f64_words * 8
+    local per_sequence = n * 8 + dim * 8 + GRAM.state_u32_words * 4 + GRAM.state_f64_words * 8
     return fixed, per_sequence
 end
 
@@ -78,15 +78,6 @@ function _M.choose(ctx, e, opts)
         mib(e.n * e.n * 4), mib(budget))
 end
 
---- Loop iterations one thread may run in one step, at worst (a fallback
---- scan, and in the instrumented build a rescoring of every candidate).
-local function step_iterations(n, dim, wg, capacity, check)
-    local per_thread = ceil(n / wg)
-    local worst = 2 * per_thread + 2 * ceil(dim / wg) + max(per_thread, ceil(capacity / wg)) * (dim + 1) + 2 * wg + 64
-    if check then worst = worst + per_thread * (dim + 1) end
-    return worst
-end
-
 -- Two define tables in one (nil when both are empty).
 local function merged(a, b)
     if not a then return b end
@@ -97,42 +88,97 @@ local function merged(a, b)
     return m
 end
 
-local function build_g(self, ctx, e, rows_table)
+-- G's build tiling per device kind: 128 x 128 tiles of 8 x 8 f64 entries a
+-- thread on a GPU (bench/gram_build_tiles.lua measures others); small tiles
+-- on a CPU device, whose "threads" are loop iterations.
+local BUILD_TILING = {
+    gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8 },
+    cpu = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8 },
+}
+
+--- Builds G' into the job's blocks: tile-rows in submissions of about
+--- BUILD_TARGET_SECONDS each, sized from the rate of those before (a tile-row
+--- bi holds the tiles bi .. last of the upper triangle). Returns GPU seconds.
+local function build_g(self, ctx, e, rows_table, opts)
     local n, dim = e.n, e.dim
-    local builder = kernel.new(ctx, GRAM_BUILD, { defines = self.underflow })
-    local group = builder:bind{ embeddings = rows_table }
-    local tile = GRAM_BUILD.tile
-    local fma_per_row = n * dim
-    local rows_per_submission = max(tile, floor(BUILD_FIRST_FMA / fma_per_row / tile) * tile)
-    local rec = ctx:recorder()
-    local seconds, rows_done = 0, 0
-    self.build_submissions = {}
-    for b, block in ipairs(self.g_blocks) do
-        local row0 = (b - 1) * self.block_rows
-        local row_end = min(row0 + self.block_rows, n)
-        local address = block.address
-        local begin = row0
-        while begin < row_end do
-            local finish = min(begin + rows_per_submission, row_end)
-            builder:dispatch(rec, group, { num_items = n, dim = dim, row_begin = begin, row_end = finish,
-                                           block_row0 = row0, block_lo = address[1], block_hi = address[2] },
-                             ceil(n / tile), ceil((finish - begin) / tile))
-            -- Orders G's writes before every later command that reads G.
-            rec:barrier()
-            rec:submit()
-            -- (Yields, when the driver builds several devices' G at once.)
-            local t = vk.await(ctx, rec) or 0
-            self.build_submissions[#self.build_submissions + 1] = t
-            seconds, rows_done = seconds + t, rows_done + (finish - begin)
-            if seconds > 0 then
-                -- Next submission: the target time at the rate measured so far.
-                local rows = floor(BUILD_TARGET_SECONDS * rows_done / seconds / tile) * tile
-                rows_per_submission = max(tile, min(rows, 4 * rows_per_submission))
-            end
-            begin = finish
-        end
+    local tiling = GRAM_BUILD.tiling(opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"])
+    if tiling.shared_bytes > ctx.info.max_shared_memory then
+        error(string_format("G's build tiling needs %d bytes of shared memory; device '%s' has %d",
+            tiling.shared_bytes, ctx.info.name, ctx.info.max_shared_memory), 3)
     end
+    self.build_tiling = tiling
+    local builder = kernel.new(ctx, GRAM_BUILD, {
+        defines = merged(opts.build_defines, self.underflow),
+        constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice } })
+    self.builder = builder
+    local group = builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
+                                 g_blocks = self.g_block_table }, self.g_blocks)
+    local tiles = ceil(n / tiling.tile)
+    local fma_per_tile = tiling.tile * tiling.tile * dim
+    local function tiles_in(first, last) -- tiles of tile-rows first .. last - 1
+        return (last - first) * tiles - ((last - 1) * last - (first - 1) * first) / 2
+    end
+    local tiles_per_submission = max(1, BUILD_FIRST_FMA / fma_per_tile)
+    local rec = ctx:recorder()
+    local seconds, tiles_done = 0, 0
+    self.build_submissions = {}
+    local first = 0
+    while first < tiles do
+        -- As many tile-rows as make about tiles_per_submission tiles.
+        local last = first + 1
+        while last < tiles and tiles_in(first, last + 1) <= tiles_per_submission do last = last + 1 end
+        builder:dispatch(rec, group, { num_items = n, dim = dim, tile_row_begin = first, tile_row_end = last,
+                                       block_rows = self.block_rows }, tiles, last - first)
+        -- Orders G''s writes before every later command that reads G'.
+        rec:barrier()
+        rec:submit()
+        -- (Yields, when the driver builds several devices' G at once.)
+        local t = vk.await(ctx, rec) or 0
+        self.build_submissions[#self.build_submissions + 1] = t
+        seconds, tiles_done = seconds + t, tiles_done + tiles_in(first, last)
+        if seconds > 0 then
+            -- Next submission: the target time at the rate measured so far.
+            tiles_per_submission = max(1, min(BUILD_TARGET_SECONDS * tiles_done / seconds, 4 * tiles_per_submission))
+        end
+        first = last
+    end
+    -- Useful work, one triangle: N (N + 1) / 2 entries of D multiply-adds.
+    self.build_flops = n * (n + 1) / 2 * dim * 2
     return seconds
+end
+
+--- Where a job keeps each sequence's approx, for N items, `wg` threads and a
+--- device (gram.comp): registers first (at most `reg_max` a thread), shared
+--- memory for what they cannot hold (at most `shared_max` candidates), global
+--- memory for the rest. Returns reg_slots, shared_count, global_count.
+function _M.placement(n, wg, reg_max, shared_max)
+    local reg = max(1, min(ceil(n / wg), reg_max))
+    local shared = max(0, min(n - reg * wg, shared_max))
+    return reg, shared, max(0, n - reg * wg - shared)
+end
+
+-- Registers a thread may give to approx: a GPU's register file holds 40 f64
+-- a thread at 256 threads with room for two workgroups an SM (the H200:
+-- bench/RESULTS.md); a CPU device compiles the unrolled page into vector
+-- code, where a small page keeps that fast.
+local REG_MAX = { gpu = 40, cpu = 8 }
+
+--- Shared memory of the step kernel beside its shared page, in bytes.
+local function fixed_shared_bytes(dim, capacity, subgroup_slots, check)
+    return dim * 4 + 2 * subgroup_slots * (8 + 4 + 8 + 16) + capacity * 4 + 8 + subgroup_slots * 8
+        + (check and subgroup_slots * 8 or 0) + capacity * 8  -- (a twin's window_a, counted always)
+end
+
+--- Loop iterations one thread may run in one step, at worst (a fallback
+--- scan, and in the instrumented build a rescoring of every candidate).
+local function step_iterations(self, check)
+    local n, dim, wg = self.n, self.dim, self.workgroup_size
+    local per_thread = ceil(n / wg)
+    local subgroups = self.subgroup_slots
+    local worst = 2 * per_thread + self.dim_slots + 2 * subgroups
+        + max(per_thread, ceil(self.window_capacity / wg)) * (dim + 1) + 64
+    if check then worst = worst + per_thread * (dim + 1) + subgroups end
+    return worst
 end
 
 local Job = {}
@@ -144,8 +190,12 @@ Job.__index = Job
 ---                    on the H200 (bench/RESULTS.md)
 ---   workgroup_size   threads per sequence
 ---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
----   g_block_rows     G rows per block (default: as many as one allocation holds)
----   defines, spirv   a variant of gram.comp (instrumented build, twins)
+---   reg_slots        approx values a thread keeps in registers, at most (default: the device's)
+---   shared_slots     candidates the shared page may hold, at most (default: what fits)
+---   g_block_rows     G' rows per block (default: as many as one allocation holds)
+---   build_tiling     G's build tiling { wx, wy, tm, tn, slice } (default: the device's)
+---   defines, spirv   a variant of gram.comp (instrumented build, twins, the floor)
+---   build_defines    a variant of gram_build.comp (its twin)
 ---   exact_underflow  false: no exact underflow path (tests; vk.underflow_defines)
 ---   memory_budget    bytes the job may use (default: the device's); bounds the batch
 function _M.job(ctx, e, opts)
@@ -157,32 +207,38 @@ function _M.job(ctx, e, opts)
     local n, dim = e.n, e.dim
     local layout = opts.layout or "rows"
     if layout ~= "rows" and layout ~= "columns" then error("gram.job: unknown layout '" .. tostring(layout) .. "'", 2) end
+    local kind = info.type == "cpu" and "cpu" or "gpu"
     local wg = opts.workgroup_size or vk.default_workgroup(info)
     local capacity = opts.window_capacity or wg
     local check = opts.defines and opts.defines.DIVGPU_GRAM_CHECK
-    local steps_per_dispatch = huge
+    local subgroup_slots = ceil(wg / max(1, info.subgroup_size))
+    local fixed = fixed_shared_bytes(dim, capacity, subgroup_slots, check)
+    if fixed > info.max_shared_memory then
+        error(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
+            dim, fixed, wg, info.name, info.max_shared_memory), 2)
+    end
+    local shared_room = floor((info.max_shared_memory - fixed) / 8)
+    local reg, shared, global = _M.placement(n, wg, opts.reg_slots or REG_MAX[kind],
+                                             min(opts.shared_slots or huge, shared_room))
+    local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, workgroup_size = wg,
+                                window_capacity = capacity, layout = layout, method = "gram",
+                                reg_slots = reg, shared_count = shared, global_count = global,
+                                subgroup_slots = subgroup_slots, dim_slots = ceil(dim / wg),
+                                memory_budget = opts.memory_budget or info.device_local_bytes }, Job)
+    self.steps_per_dispatch = huge
     local cap = vk.loop_cap(ctx)
     if cap then
         -- The device stops loops silently past `cap` iterations: keep every
         -- dispatch's steps under it (lavapipe: 65,535).
-        local per_step = step_iterations(n, dim, wg, capacity, check)
-        steps_per_dispatch = floor(cap / per_step)
-        if steps_per_dispatch < 1 then
+        local per_step = step_iterations(self, check)
+        self.steps_per_dispatch = floor(cap / per_step)
+        if self.steps_per_dispatch < 1 then
             error(string_format("device '%s' stops shader loops after %d iterations, and one gram step needs up to %d "
                 .. "per thread (%d items x %d dims, %d threads): use more threads or another device",
                 info.name, cap, per_step, n, dim, wg), 2)
         end
     end
-    local shared = dim * 4 + wg * 16 + capacity * 4 + 16
-    if shared > info.max_shared_memory then
-        error(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
-            dim, shared, wg, info.name, info.max_shared_memory), 2)
-    end
-    local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, workgroup_size = wg,
-                                window_capacity = capacity, layout = layout, method = "gram",
-                                steps_per_dispatch = steps_per_dispatch,
-                                memory_budget = opts.memory_budget or info.device_local_bytes }, Job)
-    -- G's blocks: whole rows, each block one allocation.
+    -- G''s blocks: whole rows, each block one allocation.
     local row_bytes = n * 4
     self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
     self.g_blocks = {}
@@ -199,23 +255,34 @@ function _M.job(ctx, e, opts)
     self.table_buffer = layout == "columns" and ctx:upload(e:values():transposed(n, dim), "embeddings by columns")
         or rows_table
     self.inv_norm_buffer = ctx:upload(e:inv_norms(), "inv_norm")
-    self.norms = e:norm_bounds()
-    self.row_norm_buffer = ctx:upload(self.norms, "row norm bounds")
+    self.row_norm_buffer = ctx:upload(e:norm_bounds(), "row norm bounds")
+    self.factors_buffer = ctx:upload(divgpu.gram_factors(e), "gram bound factors")
     self.underflow, self.underflow_note = vk.underflow_defines(ctx, e, opts.exact_underflow)
-    local t0 = require("divgpu.driver").now()
-    self.build_gpu_seconds = build_g(self, ctx, e, rows_table)
-    self.build_seconds = require("divgpu.driver").now() - t0
+    local now = require("divgpu.driver").now
+    local t0 = now()
+    self.build_gpu_seconds = build_g(self, ctx, e, rows_table, opts)
+    self.build_seconds = now() - t0
     self.kernel = kernel.new(ctx, GRAM, {
         variant = layout == "columns" and "gram-columns" or "gram",
         defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
-        constants = { workgroup_size = wg, max_dim = dim, window_capacity = capacity },
+        constants = { workgroup_size = wg, max_dim = dim, window_capacity = capacity, reg_slots = reg,
+                      shared_slots = max(1, shared), dim_slots = self.dim_slots, subgroup_slots = subgroup_slots },
     })
     return self
 end
 
+--- One line on where each sequence's state lives (the run prints it).
+function Job:placement_note()
+    local parts = { string_format("%d in registers (%d a thread x %d threads)", min(self.n, self.reg_slots * self.workgroup_size),
+                                  self.reg_slots, self.workgroup_size) }
+    if self.shared_count > 0 then parts[#parts + 1] = string_format("%d in shared memory", self.shared_count) end
+    if self.global_count > 0 then parts[#parts + 1] = string_format("%d in global memory", self.global_count) end
+    return "gram state per sequence: " .. table.concat(parts, ", ")
+end
+
 --- Bytes each sequence of a batch needs in its largest buffer.
 function Job:bytes_per_sequence(ring)
-    return max(self.n * 8, self.dim * 8, ceil(self.n / 32) * 4, ring * 4, GRAM.state_u32_words * 4)
+    return max(self.n * 8, self.dim * 8, ring * 4, GRAM.state_u32_words * 4)
 end
 
 --- The largest batch whose buffers fit the device's buffer range and whose
@@ -232,27 +299,24 @@ end
 local Batch = setmetatable({}, { __index = vk.Batch })  -- recorders, submit, wait, winners
 Batch.__index = Batch
 
---- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0 done.
+--- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0
+--- done: each start is the item appended last, to be applied by step 1.
 function Job:batch(starts, ring, in_flight)
     local count, n, ctx = #starts, self.n, self.ctx
     local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
-    local state_f64 = divgpu.array("f64", count * GRAM.state_f64_words)
     local state_u32 = divgpu.array("u32", count * GRAM.state_u32_words)
-    for i = 1, count do
-        local s = starts[i]
-        state_f64[(i - 1) * GRAM.state_f64_words + 1] = self.norms[s + 1]  -- T = |E_s|
-        state_u32[(i - 1) * GRAM.state_u32_words + 1] = s                   -- G row of s still to add
-    end
+    for i = 1, count do state_u32[(i - 1) * GRAM.state_u32_words + GRAM.previous] = starts[i] end
     b.approx = ctx:buffer(count * n * 8, "approx")
     b.approx:fill(0)  -- all-zero words are f64 +0.0
-    b.state_f64 = ctx:upload(state_f64, "gram state f64")
+    b.centroids = ctx:buffer(count * self.dim * 8, "centroids")
+    b.centroids:fill(0)
+    b.state_f64 = ctx:buffer(count * GRAM.state_f64_words * 8, "gram state f64")
+    b.state_f64:fill(0)
     b.state_u32 = ctx:upload(state_u32, "gram state u32")
     b.winners_buffer = ctx:buffer(count * ring * 4, "winners", "host")
     b.group = self.kernel:bind({
         embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, row_norms = self.row_norm_buffer,
-        g_blocks = self.g_block_table,
-        centroids = ctx:upload(self.embeddings:gather_f64(starts), "centroids"),
-        masks = ctx:upload(divgpu.initial_masks(starts, n), "masks"),
+        job_factors = self.factors_buffer, g_blocks = self.g_block_table, centroids = b.centroids,
         approx = b.approx, winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
     }, self.g_blocks)
     b:add_recorders(in_flight)
@@ -270,7 +334,8 @@ function Batch:record(first, count, rec)
     local per = min(job.steps_per_dispatch, count)
     for t = first, first + count - 1, per do
         job.kernel:dispatch(rec, self.group, { num_items = job.n, dim = job.dim, first_step = t,
-            steps = min(per, first + count - t), ring = self.ring, block_rows = job.block_rows }, self.count)
+            steps = min(per, first + count - t), ring = self.ring, block_rows = job.block_rows,
+            shared_count = job.shared_count }, self.count)
         -- Orders this dispatch's state writes before the next dispatch reads them.
         rec:barrier()
     end
@@ -302,10 +367,10 @@ local function totals(u, count)
     local hist = t.window_histogram
     for i = 0, count - 1 do
         local o = i * GRAM.state_u32_words
-        t.window_total = t.window_total + u[o + 2]
-        t.window_ones = t.window_ones + u[o + 3]
-        t.fallbacks = t.fallbacks + u[o + 4]
-        t.window_max = max(t.window_max, u[o + 5])
+        t.window_total = t.window_total + u[o + GRAM.window_total]
+        t.window_ones = t.window_ones + u[o + GRAM.window_ones]
+        t.fallbacks = t.fallbacks + u[o + GRAM.fallbacks]
+        t.window_max = max(t.window_max, u[o + GRAM.window_max])
         for k = 1, GRAM.hist_bins do hist[k] = hist[k] + u[o + GRAM.hist_first + k] end
     end
     return t
@@ -319,7 +384,7 @@ function Batch:stats()
     local s = totals(self.state_u32:read("u32"), self.count)
     local f = self.state_f64:read("f64")
     s.max_ratio = 0
-    for i = 0, self.count - 1 do s.max_ratio = max(s.max_ratio, f[i * GRAM.state_f64_words + 2]) end
+    for i = 0, self.count - 1 do s.max_ratio = max(s.max_ratio, f[i * GRAM.state_f64_words + GRAM.t_ratio]) end
     return s
 end
 

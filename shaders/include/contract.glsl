@@ -76,13 +76,34 @@ float contract_centroid(double sum) {
 #endif
 }
 
-#ifdef DIVGPU_EXACT_UNDERFLOW
+// An order-preserving map of f32 scores to u32 (-0 counts as +0; no NaN
+// occurs): a < b as scores exactly when score_key(a) < score_key(b). Integer
+// operations, which no f32 flush mode touches.
 uint score_key(float x) {
     uint b = floatBitsToUint(x);
     if ((b & 0x7fffffffu) == 0u) b = 0u;
     return (b & 0x80000000u) != 0u ? ~b : b | 0x80000000u;
 }
+
+// The contract's order as integers, for kernels that reduce with subgroup
+// operations: (contract_key(s), contract_tie_key(j)) compared
+// lexicographically as u32 is exactly contract_better below. contract_tie_key
+// is its own inverse.
+uint contract_key(float s) {
+#ifdef DIVGPU_EXACT_UNDERFLOW
+    return score_key(s);       // by bits: subnormal scores keep their order
+#else
+    return score_key(FTZ(s));  // as the device (or flush.glsl's imitation) compares
 #endif
+}
+
+uint contract_tie_key(uint j) {
+#if DIVGPU_PERTURB == 3
+    return ~j;  // Twin: ties go to the larger index.
+#else
+    return j;
+#endif
+}
 
 // The contract's order: smaller score first; equal scores (IEEE ==) -> smaller index.
 bool contract_better(float s, uint j, float best, uint best_j) {

@@ -48,6 +48,35 @@ pub fn check_admissible(t: &Table, norms: &[f64]) -> std::result::Result<(), Str
     Ok(())
 }
 
+/// The job's two bound factors (gram.md, section 4): `P >= max_j inv_j |E_j|`
+/// (from the norm bounds, the f64 product's rounding covered by the factor
+/// 1 + 4 * 2^-52) and `Imax = max_j inv_j` (exact: an f32).
+pub fn bound_factors(t: &Table, norms: &[f64]) -> (f64, f64) {
+    let mut p = 0f64;
+    let mut imax = 0f64;
+    for (&inv, &norm) in t.inv_norm.iter().zip(norms) {
+        p = p.max(inv as f64 * norm);
+        imax = imax.max(inv as f64);
+    }
+    (p * (1.0 + 4.0 * f64::EPSILON), imax)
+}
+
+/// Rows `first .. first + count` of G' = G diag(inv_norm) exactly as
+/// `gram_build.comp` computes them: each entry the f64 sum, d ascending, of
+/// the exact products of two f32, times inv_j in f64, rounded once to f32
+/// (gradual underflow). The tests compare the GPU's G' with it bit for bit.
+pub fn scaled_gram_rows(t: &Table, first: usize, count: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(count * t.n);
+    for i in first..first + count {
+        let row_i = t.row(i);
+        for j in 0..t.n {
+            let dot = row_i.iter().zip(t.row(j)).fold(0f64, |acc, (&x, &y)| acc + x as f64 * y as f64);
+            out.push((dot * t.inv_norm[j] as f64) as f32);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +90,35 @@ mod tests {
         assert!(norms[1] >= 1.0);
         assert!(norms[2] * norms[2] >= 0.1f32 as f64 * 0.1f32 as f64 + 0.2f32 as f64 * 0.2f32 as f64);
         check_admissible(&t, &norms)
+    }
+
+    #[test]
+    fn bound_factors_bound_every_row() -> std::result::Result<(), String> {
+        let data = vec![3.0f32, 4.0, 1e-20, 1.0, 0.1, 0.2];
+        let t = Table::from_rows("t", 3, 2, data, None).map_err(|e| e.to_string())?;
+        let norms = row_norm_bounds(&t);
+        let (p, imax) = bound_factors(&t, &norms);
+        for j in 0..3 {
+            assert!(p >= t.inv_norm[j] as f64 * norms[j]);
+            assert!(imax >= t.inv_norm[j] as f64);
+        }
+        assert!(p < 1.0 + 1e-6, "inv_j |E_j| is 1 within f32 rounding: {p}");
+        assert_eq!(imax, t.inv_norm[1] as f64, "the shortest row has the largest inv_norm");
+        Ok(())
+    }
+
+    #[test]
+    fn scaled_gram_is_g_times_inv_norm() -> std::result::Result<(), String> {
+        let data = vec![3.0f32, 4.0, 1.0, 0.0, 0.5, -2.0];
+        let t = Table::from_rows("t", 3, 2, data, None).map_err(|e| e.to_string())?;
+        let g = scaled_gram_rows(&t, 1, 2);
+        assert_eq!(g.len(), 6);
+        // Row 1 = (1, 0): G[1][0] = 3, times inv_0 = 1/5.
+        assert_eq!(g[0], (3.0f64 * t.inv_norm[0] as f64) as f32);
+        assert_eq!(g[1], (1.0f64 * t.inv_norm[1] as f64) as f32);
+        // Row 2 = (0.5, -2): G[2][0] = 1.5 - 8 = -6.5.
+        assert_eq!(g[3], (-6.5f64 * t.inv_norm[0] as f64) as f32);
+        Ok(())
     }
 
     #[test]

@@ -57,6 +57,28 @@ pub fn info_table(lua: &Lua, i: &DeviceInfo) -> mlua::Result<LuaTable> {
     t.set("buffer_device_address", i.buffer_device_address)?;
     t.set("max_memory_allocation_size", i.max_memory_allocation_size)?;
     t.set("device_local_bytes", i.device_local_bytes)?;
+    t.set("int8", i.int8)?;
+    t.set("storage_buffer_8bit", i.storage_buffer_8bit)?;
+    t.set("vulkan_memory_model", i.vulkan_memory_model)?;
+    t.set("pipeline_statistics", i.pipeline_statistics)?;
+    let hex = |b: &[u8; 16]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    t.set("device_uuid", hex(&i.device_uuid))?;
+    t.set("driver_uuid", hex(&i.driver_uuid))?;
+    let shapes = lua.create_table()?;
+    for (k, c) in i.cooperative_matrix.iter().enumerate() {
+        let s = lua.create_table()?;
+        s.set("m", c.m)?;
+        s.set("n", c.n)?;
+        s.set("k", c.k)?;
+        s.set("a", c.a)?;
+        s.set("b", c.b)?;
+        s.set("c", c.c)?;
+        s.set("result", c.result)?;
+        s.set("saturating", c.saturating)?;
+        s.set("scope", c.scope)?;
+        shapes.raw_set(k + 1, s)?;
+    }
+    t.set("cooperative_matrix", shapes)?;
     Ok(t)
 }
 
@@ -206,6 +228,22 @@ impl UserData for LuaPipeline {
         f.add_field_method_get("name", |_, this| Ok(this.0.name.clone()));
         f.add_field_method_get("push_size", |_, this| Ok(this.0.reflection.push_constant_size));
         f.add_field_method_get("bindings", |_, this| Ok(this.0.reflection.bindings.clone()));
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
+        // pipeline:statistics() -> { {executable =, name =, value =}, ... } (the
+        // driver's own figures: register counts and the like; {} where none)
+        m.add_method("statistics", |lua, this, ()| {
+            let out = lua.create_table()?;
+            for (k, (exe, name, value)) in this.0.statistics()?.into_iter().enumerate() {
+                let row = lua.create_table()?;
+                row.set("executable", exe)?;
+                row.set("name", name)?;
+                row.set("value", value)?;
+                out.raw_set(k + 1, row)?;
+            }
+            Ok(out)
+        });
     }
 }
 

@@ -5,6 +5,7 @@ mod arrays;
 mod checkpoint;
 mod embeddings;
 mod gpu;
+mod gram;
 mod plot;
 
 use std::path::PathBuf;
@@ -457,5 +458,6 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
     )?;
 
     plot::register(lua, &m)?;
+    gram::register(lua, &m)?;
     Ok(m)
 }

@@ -96,6 +96,61 @@ pub struct DeviceInfo {
     /// The size of the largest device-local memory heap.
     pub device_local_bytes: u64,
     pub compute_queue_family: Option<u32>,
+    /// 8-bit integers in shaders and in storage buffers (the tensor filter's slices).
+    pub int8: bool,
+    pub storage_buffer_8bit: bool,
+    /// The Vulkan memory model (cooperative-matrix shaders declare it).
+    pub vulkan_memory_model: bool,
+    /// The shapes VK_KHR_cooperative_matrix offers (empty without it).
+    pub cooperative_matrix: Vec<CoopMatShape>,
+    /// VK_KHR_pipeline_executable_properties: the compiled pipelines'
+    /// statistics (register counts, where the driver reports them).
+    pub pipeline_statistics: bool,
+    /// VkPhysicalDeviceIDProperties: the device's and driver's UUIDs (a
+    /// scheduler's CUDA_VISIBLE_DEVICES names GPUs by such a UUID).
+    pub device_uuid: [u8; 16],
+    pub driver_uuid: [u8; 16],
+}
+
+/// One cooperative-matrix shape a device offers: C(MxN) += A(MxK) B(KxN).
+#[derive(Clone, Debug)]
+pub struct CoopMatShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub a: &'static str,
+    pub b: &'static str,
+    pub c: &'static str,
+    pub result: &'static str,
+    pub saturating: bool,
+    pub scope: &'static str,
+}
+
+fn component_type_name(t: vk::ComponentTypeKHR) -> &'static str {
+    match t {
+        vk::ComponentTypeKHR::FLOAT16 => "f16",
+        vk::ComponentTypeKHR::FLOAT32 => "f32",
+        vk::ComponentTypeKHR::FLOAT64 => "f64",
+        vk::ComponentTypeKHR::SINT8 => "i8",
+        vk::ComponentTypeKHR::SINT16 => "i16",
+        vk::ComponentTypeKHR::SINT32 => "i32",
+        vk::ComponentTypeKHR::SINT64 => "i64",
+        vk::ComponentTypeKHR::UINT8 => "u8",
+        vk::ComponentTypeKHR::UINT16 => "u16",
+        vk::ComponentTypeKHR::UINT32 => "u32",
+        vk::ComponentTypeKHR::UINT64 => "u64",
+        _ => "other",
+    }
+}
+
+fn scope_name(s: vk::ScopeKHR) -> &'static str {
+    match s {
+        vk::ScopeKHR::SUBGROUP => "subgroup",
+        vk::ScopeKHR::WORKGROUP => "workgroup",
+        vk::ScopeKHR::DEVICE => "device",
+        vk::ScopeKHR::QUEUE_FAMILY => "queue family",
+        _ => "other",
+    }
 }
 
 fn device_type_name(t: vk::PhysicalDeviceType) -> &'static str {
@@ -291,14 +346,44 @@ impl Instance {
         let mut p12 = vk::PhysicalDeviceVulkan12Properties::default();
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let extensions = DeviceExtensions::of(&self.raw, pd);
+        let mut f_coopmat = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+        let mut f_stats = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
         let features = if has12 {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut p11).push_next(&mut p12);
             unsafe { self.raw.get_physical_device_properties2(pd, &mut p2) };
             let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12);
+            // Only the structures of extensions the device has may be chained.
+            if extensions.cooperative_matrix {
+                f2 = f2.push_next(&mut f_coopmat);
+            }
+            if extensions.pipeline_statistics {
+                f2 = f2.push_next(&mut f_stats);
+            }
             unsafe { self.raw.get_physical_device_features2(pd, &mut f2) };
             f2.features
         } else {
             unsafe { self.raw.get_physical_device_features(pd) }
+        };
+        let cooperative_matrix = if f_coopmat.cooperative_matrix == vk::TRUE {
+            let loader = ash::khr::cooperative_matrix::Instance::new(&self.entry, &self.raw);
+            unsafe { loader.get_physical_device_cooperative_matrix_properties(pd) }
+                .unwrap_or_default()
+                .iter()
+                .map(|p| CoopMatShape {
+                    m: p.m_size,
+                    n: p.n_size,
+                    k: p.k_size,
+                    a: component_type_name(p.a_type),
+                    b: component_type_name(p.b_type),
+                    c: component_type_name(p.c_type),
+                    result: component_type_name(p.result_type),
+                    saturating: p.saturating_accumulation == vk::TRUE,
+                    scope: scope_name(p.scope),
+                })
+                .collect()
+        } else {
+            Vec::new()
         };
         let t = |b: vk::Bool32| b == vk::TRUE;
         let float_controls = FloatControls {
@@ -368,6 +453,15 @@ impl Instance {
             max_memory_allocation_size: p11.max_memory_allocation_size,
             device_local_bytes,
             compute_queue_family: compute_family,
+            int8: f12.shader_int8 == vk::TRUE,
+            storage_buffer_8bit: f12.storage_buffer8_bit_access == vk::TRUE,
+            // Device scope too: glslang's atomics use it, and the memory model
+            // without it makes them invalid.
+            vulkan_memory_model: f12.vulkan_memory_model == vk::TRUE && f12.vulkan_memory_model_device_scope == vk::TRUE,
+            cooperative_matrix,
+            pipeline_statistics: f_stats.pipeline_executable_info == vk::TRUE,
+            device_uuid: p11.device_uuid,
+            driver_uuid: p11.driver_uuid,
         }
     }
 
@@ -382,6 +476,23 @@ impl Drop for Instance {
             unsafe { loader.destroy_debug_utils_messenger(messenger, None) };
         }
         unsafe { self.raw.destroy_instance(None) };
+    }
+}
+
+/// The optional device extensions divgpu uses, where the device has them.
+struct DeviceExtensions {
+    cooperative_matrix: bool,
+    pipeline_statistics: bool,
+}
+
+impl DeviceExtensions {
+    fn of(instance: &ash::Instance, pd: vk::PhysicalDevice) -> Self {
+        let list = unsafe { instance.enumerate_device_extension_properties(pd) }.unwrap_or_default();
+        let has = |name: &CStr| list.iter().any(|e| e.extension_name_as_c_str().is_ok_and(|n| n == name));
+        DeviceExtensions {
+            cooperative_matrix: has(ash::khr::cooperative_matrix::NAME),
+            pipeline_statistics: has(ash::khr::pipeline_executable_properties::NAME),
+        }
     }
 }
 
@@ -495,10 +606,28 @@ impl Device {
             .storage_buffer16_bit_access(chosen.storage_buffer_16bit);
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default()
             .shader_float16(chosen.float16)
+            .shader_int8(chosen.int8)
+            .storage_buffer8_bit_access(chosen.storage_buffer_8bit)
+            .vulkan_memory_model(chosen.vulkan_memory_model)
+            .vulkan_memory_model_device_scope(chosen.vulkan_memory_model)
             .buffer_device_address(chosen.buffer_device_address);
         let core = vk::PhysicalDeviceFeatures::default().shader_float64(true).shader_int64(chosen.int64);
+        let mut f_coopmat = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+        let mut f_stats = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default().pipeline_executable_info(true);
+        let mut extension_names = Vec::new();
         let mut features2 = vk::PhysicalDeviceFeatures2::default().features(core).push_next(&mut f11).push_next(&mut f12);
-        let create_info = vk::DeviceCreateInfo::default().queue_create_infos(&queue_info).push_next(&mut features2);
+        if !chosen.cooperative_matrix.is_empty() {
+            extension_names.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+            features2 = features2.push_next(&mut f_coopmat);
+        }
+        if chosen.pipeline_statistics {
+            extension_names.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+            features2 = features2.push_next(&mut f_stats);
+        }
+        let create_info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queue_info)
+            .enabled_extension_names(&extension_names)
+            .push_next(&mut features2);
         let raw = unsafe { instance.raw.create_device(physical, &create_info, None) }
             .map_err(vk_err("vkCreateDevice"))?;
         let queue = unsafe { raw.get_device_queue(queue_family, 0) };

@@ -99,7 +99,14 @@ impl Pipeline {
             .module(module)
             .name(c"main")
             .specialization_info(&spec_info);
-        let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(pipeline.layout)];
+        // Where the driver reports them, keep the compiled code's statistics
+        // (register counts: bench/ prints them beside every kernel's time).
+        let flags = if device.info.pipeline_statistics {
+            vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+        } else {
+            vk::PipelineCreateFlags::empty()
+        };
+        let info = [vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(pipeline.layout)];
         let created = unsafe { device.raw.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
         pipeline.raw = match created {
             Ok(p) => p[0],
@@ -108,6 +115,42 @@ impl Pipeline {
             }
         };
         Ok(Arc::new(pipeline))
+    }
+}
+
+impl Pipeline {
+    /// The driver's statistics of the compiled pipeline (VK_KHR_pipeline_executable_properties),
+    /// as (executable, statistic, value) rows; empty where the device does not report them.
+    pub fn statistics(&self) -> Result<Vec<(String, String, String)>> {
+        if !self.device.info.pipeline_statistics {
+            return Ok(Vec::new());
+        }
+        let loader = ash::khr::pipeline_executable_properties::Device::new(&self.device.instance.raw, &self.device.raw);
+        let info = vk::PipelineInfoKHR::default().pipeline(self.raw);
+        let executables = unsafe { loader.get_pipeline_executable_properties(&info) }
+            .map_err(vk_err("vkGetPipelineExecutablePropertiesKHR"))?;
+        let mut rows = Vec::new();
+        for (index, exe) in executables.iter().enumerate() {
+            let exe_name = exe.name_as_c_str().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let query = vk::PipelineExecutableInfoKHR::default().pipeline(self.raw).executable_index(index as u32);
+            let stats = unsafe { loader.get_pipeline_executable_statistics(&query) }
+                .map_err(vk_err("vkGetPipelineExecutableStatisticsKHR"))?;
+            for st in &stats {
+                let name = st.name_as_c_str().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                // SAFETY: the union member read is the one `format` names.
+                let value = unsafe {
+                    match st.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => (st.value.b32 == vk::TRUE).to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => st.value.i64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::UINT64 => st.value.u64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => st.value.f64.to_string(),
+                        _ => "?".to_string(),
+                    }
+                };
+                rows.push((exe_name.clone(), name, value));
+            }
+        }
+        Ok(rows)
     }
 }
 

@@ -1,8 +1,22 @@
--- G = E Eᵀ rows [row_begin, row_end) into one block of G (shaders/gram_build.comp).
+-- G' = G diag(inv_norm), the upper triangle's tiles computed once and written
+-- twice (shaders/gram_build.comp): tile-rows [tile_row_begin, tile_row_end).
 return {
     shader = "gram_build",
-    bindings = { "embeddings" },  -- rows layout; G's block is reached by device address
-    push = { "num_items", "dim", "row_begin", "row_end", "block_row0", "block_lo", "block_hi" },
-    constants = {},
-    tile = 64,  -- G entries per workgroup side
+    bindings = { "embeddings", "inv_norm", "g_blocks" },  -- rows layout; G''s blocks by device address
+    push = { "num_items", "dim", "tile_row_begin", "tile_row_end", "block_rows" },
+    constants = { wx = 0, wy = 1, tm = 2, tn = 3, slice = 4 },
+    --- A tiling: wx x wy threads, tm x tn entries each, slice dims per stage.
+    --- Raises on a shape the kernel cannot run (tiles must be square and the
+    --- staging even).
+    tiling = function(t)
+        local tile = t.wy * t.tm
+        if t.wx * t.tn ~= tile then
+            error(string.format("gram_build: tiles must be square (%d x %d threads, %d x %d each)", t.wx, t.wy, t.tm, t.tn), 3)
+        end
+        if (tile * t.slice) % (t.wx * t.wy) ~= 0 then
+            error(string.format("gram_build: a %d x %d slice does not split over %d threads", tile, t.slice, t.wx * t.wy), 3)
+        end
+        return { wx = t.wx, wy = t.wy, tm = t.tm, tn = t.tn, slice = t.slice, tile = tile,
+                 shared_bytes = 2 * t.slice * tile * 8 }
+    end,
 }

@@ -1,0 +1,125 @@
+-- The device's ceilings through Vulkan, in the same call as every kernel
+-- measured beside them: the SIMT fma rate in f32 and f64, the copy rate
+-- (vkCmdCopyBuffer, bytes read + written), and for every shape
+-- VK_KHR_cooperative_matrix offers, the tensor rate from registers
+-- (coopmat_peak.comp) and at the tensor filter's product shape
+-- (coopmat_gemm.comp: 4,096 x D by D x 262,144). One JSON line each, the best
+-- of REPEATS timed runs after a warm-up (GPU timestamps).
+--   luajit bench/peaks.lua [--quick]      (--quick: small sizes, for lavapipe)
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+
+local quick = arg[1] == "--quick"
+local REPEATS = quick and 1 or 5
+local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
+local info = ctx.info
+
+local function source(file)
+    local f = assert(io.open("bench/kernels/" .. file))
+    local text = f:read("*a")
+    f:close()
+    return text
+end
+
+local function emit(fields)
+    local keys = {}
+    for k in pairs(fields) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local parts = {}
+    for _, k in ipairs(keys) do
+        local v = fields[k]
+        parts[#parts + 1] = string.format("%q: %s", k, type(v) == "number" and string.format("%.6g", v)
+            or type(v) == "boolean" and tostring(v) or string.format("%q", tostring(v)))
+    end
+    print("{" .. table.concat(parts, ", ") .. "}")
+    io.stdout:flush()
+end
+
+--- The best GPU time of `repeats` runs of record(rec), after one warm-up.
+local function best_time(record)
+    local best = math.huge
+    for r = 0, REPEATS do
+        local rec = ctx:recorder()
+        record(rec)
+        rec:submit()
+        local t = rec:wait()
+        if r > 0 then best = math.min(best, t) end
+    end
+    return best
+end
+
+--- The driver's statistics of a pipeline, as "name=value; ..." (register counts).
+local function statistics(pipeline)
+    local parts = {}
+    for _, s in ipairs(pipeline:statistics()) do parts[#parts + 1] = s.name .. "=" .. s.value end
+    return table.concat(parts, "; ")
+end
+
+local GROUPS = quick and 16 or 132 * 16
+
+-- SIMT fma, f32 and f64.
+for _, ty in ipairs{ "float", "double" } do
+    local spirv = divgpu.compile(source("fma_peak.comp"), { name = "fma_peak_" .. ty, defines = { TYPE = ty } })
+    local pipeline = ctx:pipeline{ spirv = spirv, name = "fma_peak_" .. ty }
+    local out = ctx:buffer(GROUPS * 256 * 8, "fma peak out")
+    local group = ctx:bind(pipeline, { out })
+    local iterations = quick and 4 or (ty == "float" and 4096 or 2048)
+    local t = best_time(function(rec) rec:dispatch(group, { iterations, 7 }, GROUPS) end)
+    local flops = GROUPS * 256 * iterations * 16 * 8 * 2
+    emit{ kind = "fma_peak", type = ty, seconds = t, tflops = flops / t / 1e12, device = info.name,
+          statistics = statistics(pipeline) }
+end
+
+-- Copy: one large device-to-device copy, bytes read + written.
+do
+    local bytes = quick and 2 ^ 24 or 2 ^ 32
+    local a, b = ctx:buffer(bytes, "copy from"), ctx:buffer(bytes, "copy to")
+    a:fill(0x3f800000)
+    local t = best_time(function(rec) rec:copy(a, b) end)
+    emit{ kind = "copy", bytes = bytes, seconds = t, tb_per_s = 2 * bytes / t / 1e12, device = info.name }
+end
+
+local GLSL_TYPE = { i8 = "int8_t", u8 = "uint8_t", f16 = "float16_t", f32 = "float", i32 = "int32_t", u32 = "uint32_t" }
+local FILL = { i8 = 0x01ff0102, u8 = 0x01030102, f16 = 0x1c001c00 }  -- small values: sums stay finite
+
+for _, s in ipairs(info.cooperative_matrix) do
+    local a_type, c_type = GLSL_TYPE[s.a], GLSL_TYPE[s.c]
+    if s.scope == "subgroup" and s.a == s.b and s.c == s.result and a_type and c_type and FILL[s.a] then
+        local defines = { A_TYPE = a_type, C_TYPE = c_type, M = tostring(s.m), N = tostring(s.n), K = tostring(s.k) }
+        local shape = string.format("%dx%dx%d %s->%s", s.m, s.n, s.k, s.a, s.c)
+        local ok, err = pcall(function()
+            local spirv = divgpu.compile(source("coopmat_peak.comp"), { name = "coopmat_peak", defines = defines })
+            local pipeline = ctx:pipeline{ spirv = spirv, name = "coopmat_peak " .. shape }
+            local inputs = ctx:buffer(4096, "coopmat inputs")
+            inputs:fill(FILL[s.a])
+            local outputs = ctx:buffer(64 * s.m * s.n * 4, "coopmat outputs")
+            local group = ctx:bind(pipeline, { inputs, outputs })
+            local iterations = quick and 4 or 1024
+            local t = best_time(function(rec) rec:dispatch(group, { iterations }, GROUPS) end)
+            local ops = GROUPS * 4 * iterations * 8 * 4 * 2 * s.m * s.n * s.k  -- 4 subgroups, UNROLL 8, ACC 4
+            emit{ kind = "coopmat_peak", shape = shape, seconds = t, tops = ops / t / 1e12, device = info.name,
+                  statistics = statistics(pipeline) }
+
+            -- The filter's product shape.
+            local rows, cols, dim = quick and 64 or 4096, quick and 256 or 262144, 768
+            local bytes = s.a == "f16" and 2 or 1
+            local q = ctx:buffer(rows * dim * bytes, "coopmat Q")
+            local e = ctx:buffer(cols * dim * bytes, "coopmat E")
+            q:fill(FILL[s.a])
+            e:fill(FILL[s.a])
+            local tr, tc = 2, 4
+            local gemm_defines = { A_TYPE = a_type, C_TYPE = c_type, M = tostring(s.m), N = tostring(s.n),
+                                   K = tostring(s.k), TR = tostring(tr), TC = tostring(tc) }
+            local gspirv = divgpu.compile(source("coopmat_gemm.comp"), { name = "coopmat_gemm", defines = gemm_defines })
+            local gpipe = ctx:pipeline{ spirv = gspirv, name = "coopmat_gemm " .. shape }
+            local gout = ctx:buffer(1024 * s.m * s.n * 4, "coopmat gemm out")
+            local ggroup = ctx:bind(gpipe, { q, e, gout })
+            local subgroups = (rows / (s.m * tr)) * (cols / (s.n * tc))
+            local gt = best_time(function(rec) rec:dispatch(ggroup, { rows, cols, dim }, math.ceil(subgroups / 4)) end)
+            emit{ kind = "coopmat_gemm", shape = shape, rows = rows, cols = cols, dim = dim, seconds = gt,
+                  tops = 2 * rows * cols * dim / gt / 1e12, device = info.name, statistics = statistics(gpipe) }
+        end)
+        if not ok then emit{ kind = "coopmat_error", shape = shape, error = tostring(err):match("^[^\n]*") } end
+    end
+end
+if #info.cooperative_matrix == 0 then emit{ kind = "coopmat_none", device = info.name } end
