@@ -57,8 +57,14 @@ end
 
 local GROUPS = quick and 16 or 132 * 16
 
+--- Runs one measurement; a failure is a JSON line of its own, not the end of the others.
+local function measure(kind, fn)
+    local ok, err = pcall(fn)
+    if not ok then emit{ kind = kind .. "_error", error = tostring(err):match("^[^\n]*"), device = info.name } end
+end
+
 -- SIMT fma, f32 and f64.
-for _, ty in ipairs{ "float", "double" } do
+for _, ty in ipairs{ "float", "double" } do measure("fma_peak", function()
     local spirv = divgpu.compile(source("fma_peak.comp"), { name = "fma_peak_" .. ty, defines = { TYPE = ty } })
     local pipeline = ctx:pipeline{ spirv = spirv, name = "fma_peak_" .. ty }
     local out = ctx:buffer(GROUPS * 256 * 8, "fma peak out")
@@ -68,16 +74,16 @@ for _, ty in ipairs{ "float", "double" } do
     local flops = GROUPS * 256 * iterations * 16 * 8 * 2
     emit{ kind = "fma_peak", type = ty, seconds = t, tflops = flops / t / 1e12, device = info.name,
           statistics = statistics(pipeline) }
-end
+end) end
 
 -- Copy: one large device-to-device copy, bytes read + written.
-do
-    local bytes = quick and 2 ^ 24 or 2 ^ 32
+measure("copy", function()
+    local bytes = math.min(quick and 2 ^ 24 or 2 ^ 31, info.max_memory_allocation_size)
     local a, b = ctx:buffer(bytes, "copy from"), ctx:buffer(bytes, "copy to")
     a:fill(0x3f800000)
     local t = best_time(function(rec) rec:copy(a, b) end)
     emit{ kind = "copy", bytes = bytes, seconds = t, tb_per_s = 2 * bytes / t / 1e12, device = info.name }
-end
+end)
 
 local GLSL_TYPE = { i8 = "int8_t", u8 = "uint8_t", f16 = "float16_t", f32 = "float", i32 = "int32_t", u32 = "uint32_t" }
 local FILL = { i8 = 0x01ff0102, u8 = 0x01030102, f16 = 0x1c001c00 }  -- small values: sums stay finite

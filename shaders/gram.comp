@@ -150,6 +150,9 @@ GRow g_row(uint w) {
     return GRow(base + uint64_t(w % pc.block_rows) * uint64_t(pc.num_items) * 4ul);
 }
 
+// Candidates of the global page a thread loads at once.
+const uint GLOBAL_BATCH = 8u;
+
 // The candidates of the shared and global pages: this thread's q-th of each.
 uint shared_j(uint q) { return REG_SLOTS * threads + tid + q * threads; }
 uint global_first() { return REG_SLOTS * threads + pc.shared_count; }
@@ -202,13 +205,25 @@ void add_row_and_scan(GRow row, uint w, bool add) {
         sh_approx[tid + q * threads] = a;
         consider(a, j);
     }
+    // The global page, GLOBAL_BATCH candidates at a time with their loads
+    // issued together (one at a time, each step would wait on every load).
     const uint base = seq * n;
-    for (uint j = global_first() + tid; j < n; j += threads) {
-        double a = approx[base + j];
-        if (j == w) a = INF;
-        if (add) a += double(FTZ(row.g[j]));
-        approx[base + j] = a;
-        consider(a, j);
+    for (uint j0 = global_first() + tid; j0 < n; j0 += GLOBAL_BATCH * threads) {
+        double a[GLOBAL_BATCH];
+        float gb[GLOBAL_BATCH];
+        [[unroll]] for (uint b = 0u; b < GLOBAL_BATCH; ++b) {
+            const uint j = j0 + b * threads;
+            a[b] = j < n ? approx[base + j] : INF;
+            gb[b] = (add && j < n) ? row.g[j] : 0.0;
+        }
+        [[unroll]] for (uint b = 0u; b < GLOBAL_BATCH; ++b) {
+            const uint j = j0 + b * threads;
+            if (j >= n) break;
+            if (j == w) a[b] = INF;
+            a[b] += double(FTZ(gb[b]));
+            approx[base + j] = a[b];
+            consider(a[b], j);
+        }
     }
 }
 
@@ -271,30 +286,49 @@ void reduce_best(uint key, uint j, out uint best_key, out uint best_j) {
     best_j = contract_tie_key(tie);  // its own inverse
 }
 
-// Exact scores of every unmasked candidate of this thread: the fallback.
-void scan_all(inout uint best_key, inout uint best_j) {
+// The rare paths (the fallback scan, the instrumented check) visit every
+// candidate of this thread with a plain loop, which cannot index the
+// register page: they read the page's copy in approx[], written here first
+// (one store a slot; the unrolled chains they would otherwise need cost
+// registers in every step).
+void spill_register_page() {
     const uint n = pc.num_items;
     [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
         const uint j = tid + k * threads;
-        if (ap[k] != INF) {  // unmasked (padding slots, j >= N, are +inf too)
-            const uint key = contract_key(contract_score(j, pc.dim));
-            if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
-                best_key = key;
-                best_j = j;
-            }
-        }
+        if (j < n) approx[seq * n + j] = ap[k];
     }
-    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
-        const uint j = shared_j(q);
-        if (sh_approx[tid + q * threads] == INF) continue;
-        const uint key = contract_key(contract_score(j, pc.dim));
-        if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
-            best_key = key;
-            best_j = j;
-        }
+}
+
+// This thread's candidate `q` (registers first, then the shared page, then
+// global memory) and its approx; false past its last.
+bool candidate(uint q, out uint j, out double a) {
+    const uint n = pc.num_items;
+    const uint reg = q, sh = q - REG_SLOTS;
+    if (reg < REG_SLOTS) {
+        j = tid + reg * threads;
+        if (j >= n) return false;
+        a = approx[seq * n + j];
+        return true;
     }
-    for (uint j = global_first() + tid; j < n; j += threads) {
-        if (approx[seq * n + j] == INF) continue;
+    if (tid + sh * threads < pc.shared_count) {
+        j = shared_j(sh);
+        a = sh_approx[tid + sh * threads];
+        return true;
+    }
+    const uint shared_mine = (pc.shared_count + threads - 1u - tid) / threads;  // this thread's shared slots
+    j = global_first() + tid + (sh - shared_mine) * threads;
+    if (j >= n) return false;
+    a = approx[seq * n + j];
+    return true;
+}
+
+// Exact scores of every unmasked candidate of this thread: the fallback.
+void scan_all(inout uint best_key, inout uint best_j) {
+    spill_register_page();
+    uint j;
+    double a;
+    for (uint q = 0u; candidate(q, j, a); ++q) {
+        if (a == INF) continue;  // chosen (padding slots are never visited)
         const uint key = contract_key(contract_score(j, pc.dim));
         if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
             best_key = key;
@@ -332,20 +366,11 @@ void collect_window(double tau, uint parity) {
 #if DIVGPU_GRAM_CHECK
 // max |exact - approx_j| / Bhat over this thread's unmasked candidates.
 double check_ratio(double bound) {
-    const uint n = pc.num_items;
+    spill_register_page();
     double worst = 0.0lf;
-    [[unroll]] for (uint k = 0u; k < REG_SLOTS; ++k) {
-        if (ap[k] != INF) {
-            const double exact = double(contract_score(tid + k * threads, pc.dim));
-            worst = max(worst, abs(exact - ap[k]) / bound);
-        }
-    }
-    for (uint q = 0u; tid + q * threads < pc.shared_count; ++q) {
-        const double a = sh_approx[tid + q * threads];
-        if (a != INF) worst = max(worst, abs(double(contract_score(shared_j(q), pc.dim)) - a) / bound);
-    }
-    for (uint j = global_first() + tid; j < n; j += threads) {
-        const double a = approx[seq * n + j];
+    uint j;
+    double a;
+    for (uint q = 0u; candidate(q, j, a); ++q) {
         if (a != INF) worst = max(worst, abs(double(contract_score(j, pc.dim)) - a) / bound);
     }
     return worst;
@@ -437,9 +462,12 @@ void main() {
             double second = subgroupMin(gl_SubgroupInvocationID == holder ? a2 : a1);
             if (subgroupBallotBitCount(at_min) > 1u) second = m1;
             const dvec2 norm_sum = subgroupAdd(norms);
+            // Every lane takes part in the broadcast: from inside the elected
+            // branch the holder's lane would be inactive, and its value undefined.
+            const uint holder_j = subgroupBroadcast(j1, holder);
             if (subgroupElect()) {
                 red_a1[parity][gl_SubgroupID] = m1;
-                red_j1[parity][gl_SubgroupID] = subgroupBroadcast(j1, holder);
+                red_j1[parity][gl_SubgroupID] = holder_j;
                 red_a2[parity][gl_SubgroupID] = second;
                 red_norms[parity][gl_SubgroupID] = norm_sum;
             }

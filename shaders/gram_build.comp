@@ -104,10 +104,10 @@ void main() {
     const uint flat_id = ty * WX + tx;
     const uint i0 = bi * TILE, j0 = bj * TILE;
 
-    precise double acc[TM][TN];
-    [[unroll]] for (uint m = 0u; m < TM; ++m) {
-        [[unroll]] for (uint n = 0u; n < TN; ++n) acc[m][n] = 0.0lf;
-    }
+    // One flat array: NVIDIA's compiler kept a two-dimensional one in local
+    // memory (the driver's statistics), which cost 30x of the f64 rate.
+    double acc[TM * TN];
+    [[unroll]] for (uint mn = 0u; mn < TM * TN; ++mn) acc[mn] = 0.0lf;
     load_slices(i0, j0, 0u, flat_id);
     for (uint d0 = 0u; d0 < pc.dim; d0 += SLICE) {
         store_slices(flat_id);
@@ -122,9 +122,11 @@ void main() {
                 [[unroll]] for (uint n = 0u; n < TN; ++n) {
 #if DIVGPU_GRAM_BUILD_PERTURB == 1
                     // Twin: products rounded to f32 before the f64 sum.
-                    acc[m][n] += double(float(x[m] * y[n]));
+                    acc[m * TN + n] += double(float(x[m] * y[n]));
 #else
-                    acc[m][n] = fma(x[m], y[n], acc[m][n]);  // the product is exact: one f64 rounding, as a + b
+                    // The product of two f32 is exact in f64: one rounding, as
+                    // in a sum of exact products, d ascending.
+                    acc[m * TN + n] = fma(x[m], y[n], acc[m * TN + n]);
 #endif
                 }
             }
@@ -146,7 +148,7 @@ void main() {
         GRow row = g_row(i);
         [[unroll]] for (uint n = 0u; n < TN; ++n) {
             const uint j = j0 + tx + n * WX;
-            if (j < pc.num_items) row.g[j] = scaled(acc[m][n], inv_j[n]);
+            if (j < pc.num_items) row.g[j] = scaled(acc[m * TN + n], inv_j[n]);
         }
     }
     if (bi == bj) return;  // a diagonal tile holds both triangles of its own square
@@ -157,7 +159,7 @@ void main() {
         GRow row = g_row(j);
         [[unroll]] for (uint m = 0u; m < TM; ++m) {
             const uint i = i0 + ty + m * WY;
-            if (i < pc.num_items) row.g[i] = scaled(acc[m][n], inv_i[m]);
+            if (i < pc.num_items) row.g[i] = scaled(acc[m * TN + n], inv_i[m]);
         }
     }
 }
