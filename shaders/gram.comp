@@ -23,9 +23,11 @@
 //      per-step constant: gram.md section 4), tau = a1 + 2 Bhat.
 //      a2 > tau: the window is {j1}, the winner; the next step starts at once.
 //      Otherwise the window {j : approx_j <= tau} is collected (-- B2 --) and
-//      rescored with the contract's chain, or, over WINDOW_CAPACITY, the whole
-//      step is scanned exactly; the best in the contract's order wins (-- B3 --).
-// So a step whose window is one item has one barrier, any other three.
+//      rescored with the contract's chain (its first rows staged in shared
+//      memory), or, over WINDOW_CAPACITY, the whole step is scanned exactly;
+//      the best in the contract's order wins (-- B3 --).
+// So a step whose window is one item has one barrier; any other four (the
+// fourth orders the window's rows staged in shared memory before the chains).
 //
 // Variants (defines): DIVGPU_COLUMNS (table layout), DIVGPU_GRAM_CHECK
 // (instrumented: rescore every candidate, record max |exact - a_j| / Bhat),
@@ -61,6 +63,7 @@ layout(constant_id = 3) const uint REG_SLOTS = 1;       // candidates per thread
 layout(constant_id = 4) const uint SHARED_SLOTS = 1;    // size of the shared page (>= pc.shared_count, >= 1)
 layout(constant_id = 5) const uint DIM_SLOTS = 1;       // centroid components per thread (ceil(D / threads))
 layout(constant_id = 6) const uint SUBGROUP_SLOTS = 1;  // subgroups per workgroup, at most
+layout(constant_id = 7) const uint STAGE_ROWS = 1;      // window members whose rows are staged in shared memory
 
 layout(push_constant) uniform Push {
     uint num_items;     // N
@@ -101,6 +104,10 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer GRo
 #include "gram_state.glsl"
 
 shared float center[MAX_DIM];                  // c = (f32) csum, for the chains
+// The first STAGE_ROWS window members' rows, loaded by the whole workgroup
+// before the chains (a chain from shared memory waits ~30 cycles a batch of
+// loads, from L2 ~400).
+shared float staged_rows[STAGE_ROWS * MAX_DIM];
 shared double sh_approx[SHARED_SLOTS];         // the shared page (thread-private slots)
 // The subgroups' partials of phase A, by step parity: a1, its index, a2, and
 // the bound's two squared norms.
@@ -121,6 +128,9 @@ shared double red_ratio[SUBGROUP_SLOTS];
 #endif
 
 #include "contract.glsl"
+
+#define STAGED_VALUE(row, d) staged_rows[(row) * MAX_DIM + (d)]
+CONTRACT_SCORE_FUNCTION(staged_score, STAGED_VALUE)
 
 uint seq;
 uint tid;
@@ -218,11 +228,12 @@ void add_row_and_scan(GRow row, uint w, bool add) {
         }
         [[unroll]] for (uint b = 0u; b < GLOBAL_BATCH; ++b) {
             const uint j = j0 + b * threads;
-            if (j >= n) break;
-            if (j == w) a[b] = INF;
-            a[b] += double(FTZ(gb[b]));
-            approx[base + j] = a[b];
-            consider(a[b], j);
+            if (j < n) {  // (no `break` in an unrolled loop: NVIDIA's compiler then keeps it rolled)
+                if (j == w) a[b] = INF;
+                a[b] += double(FTZ(gb[b]));
+                approx[base + j] = a[b];
+                consider(a[b], j);
+            }
         }
     }
 }
@@ -516,13 +527,20 @@ void main() {
             count = window_count[parity];
             uint best_key = 0xffffffffu, best_j = INDEX_NONE;
             if (count != 0u && count <= WINDOW_CAPACITY) {
+                const uint staged = min(count, STAGE_ROWS);
+                for (uint e = tid; e < staged * pc.dim; e += threads) {
+                    const uint m = e / pc.dim, d = e - m * pc.dim;
+                    staged_rows[m * MAX_DIM + d] = LOAD_EMB(EMB_INDEX(window[m], d));
+                }
+                // Orders the staged rows before the chains read them.
+                barrier();
                 for (uint m = tid; m < count; m += threads) {
                     const uint j = window[m];
 #if DIVGPU_GRAM_PERTURB == 1
                     // Twin: trust the approximation, no exact rescoring.
                     const uint key = contract_key(float(window_a[m]));
 #else
-                    const uint key = contract_key(contract_score(j, pc.dim));
+                    const uint key = contract_key(m < staged ? staged_score(j, m, pc.dim) : contract_score(j, pc.dim));
 #endif
                     if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
                         best_key = key;

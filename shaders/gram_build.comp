@@ -135,7 +135,9 @@ void main() {
         barrier();
     }
 
-    // G'[i][j] = G_ij * inv_j, d ascending in every sum: the tile ...
+    // G'[i][j] = G_ij * inv_j, d ascending in every sum: the tile ... (No
+    // `continue` in these loops: NVIDIA's compiler then left them rolled, and
+    // the accumulators in local memory.)
     float inv_j[TN], inv_i[TM];
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
         const uint j = j0 + tx + n * WX;
@@ -144,22 +146,24 @@ void main() {
     [[unroll]] for (uint m = 0u; m < TM; ++m) {
         const uint i = i0 + ty + m * WY;
         inv_i[m] = i < pc.num_items ? inv_norm[i] : 0.0;
-        if (i >= pc.num_items) continue;  // past the table's last row
-        GRow row = g_row(i);
-        [[unroll]] for (uint n = 0u; n < TN; ++n) {
-            const uint j = j0 + tx + n * WX;
-            if (j < pc.num_items) row.g[j] = scaled(acc[m * TN + n], inv_j[n]);
+        if (i < pc.num_items) {  // else past the table's last row
+            GRow row = g_row(i);
+            [[unroll]] for (uint n = 0u; n < TN; ++n) {
+                const uint j = j0 + tx + n * WX;
+                if (j < pc.num_items) row.g[j] = scaled(acc[m * TN + n], inv_j[n]);
+            }
         }
     }
     if (bi == bj) return;  // a diagonal tile holds both triangles of its own square
     // ... and its mirror, G'[j][i] = G_ij * inv_i.
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
         const uint j = j0 + tx + n * WX;
-        if (j >= pc.num_items) continue;
-        GRow row = g_row(j);
-        [[unroll]] for (uint m = 0u; m < TM; ++m) {
-            const uint i = i0 + ty + m * WY;
-            if (i < pc.num_items) row.g[i] = scaled(acc[m * TN + n], inv_i[m]);
+        if (j < pc.num_items) {
+            GRow row = g_row(j);
+            [[unroll]] for (uint m = 0u; m < TM; ++m) {
+                const uint i = i0 + ty + m * WY;
+                if (i < pc.num_items) row.g[i] = scaled(acc[m * TN + n], inv_i[m]);
+            }
         }
     }
 }

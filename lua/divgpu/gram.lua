@@ -163,6 +163,10 @@ end
 -- code, where a small page keeps that fast.
 local REG_MAX = { gpu = 40, cpu = 8 }
 
+-- Window members whose rows are staged for their chains, at most: the seed
+-- table's windows hold 2.1 on average and 15 at most (bench/RESULTS.md).
+local STAGE_ROWS_MAX = 8
+
 --- Shared memory of the step kernel beside its shared page, in bytes.
 local function fixed_shared_bytes(dim, capacity, subgroup_slots, check)
     return dim * 4 + 2 * subgroup_slots * (8 + 4 + 8 + 16) + capacity * 4 + 8 + subgroup_slots * 8
@@ -175,7 +179,7 @@ local function step_iterations(self, check)
     local n, dim, wg = self.n, self.dim, self.workgroup_size
     local per_thread = ceil(n / wg)
     local subgroups = self.subgroup_slots
-    local worst = 2 * per_thread + self.dim_slots + 2 * subgroups
+    local worst = 2 * per_thread + self.dim_slots + 2 * subgroups + ceil(self.stage_rows * dim / wg)
         + max(per_thread, ceil(self.window_capacity / wg)) * (dim + 1) + 64
     if check then worst = worst + per_thread * (dim + 1) + subgroups end
     return worst
@@ -217,13 +221,22 @@ function _M.job(ctx, e, opts)
         error(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
             dim, fixed, wg, info.name, info.max_shared_memory), 2)
     end
+    -- Window members' rows staged in shared memory for their chains: up to
+    -- STAGE_ROWS_MAX, before the shared page takes what is left.
+    local stage_rows = max(1, min(opts.stage_rows or STAGE_ROWS_MAX, capacity,
+                                  floor((info.max_shared_memory - fixed) / (4 * dim))))
+    fixed = fixed + stage_rows * dim * 4
+    if fixed > info.max_shared_memory then
+        error(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
+            dim, fixed, wg, info.name, info.max_shared_memory), 2)
+    end
     local shared_room = floor((info.max_shared_memory - fixed) / 8)
     local reg, shared, global = _M.placement(n, wg, opts.reg_slots or REG_MAX[kind],
                                              min(opts.shared_slots or huge, shared_room))
     local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, workgroup_size = wg,
                                 window_capacity = capacity, layout = layout, method = "gram",
                                 reg_slots = reg, shared_count = shared, global_count = global,
-                                subgroup_slots = subgroup_slots, dim_slots = ceil(dim / wg),
+                                subgroup_slots = subgroup_slots, dim_slots = ceil(dim / wg), stage_rows = stage_rows,
                                 memory_budget = opts.memory_budget or info.device_local_bytes }, Job)
     self.steps_per_dispatch = huge
     local cap = vk.loop_cap(ctx)
@@ -266,7 +279,8 @@ function _M.job(ctx, e, opts)
         variant = layout == "columns" and "gram-columns" or "gram",
         defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
         constants = { workgroup_size = wg, max_dim = dim, window_capacity = capacity, reg_slots = reg,
-                      shared_slots = max(1, shared), dim_slots = self.dim_slots, subgroup_slots = subgroup_slots },
+                      shared_slots = max(1, shared), dim_slots = self.dim_slots, subgroup_slots = subgroup_slots,
+                      stage_rows = stage_rows },
     })
     return self
 end

@@ -14,6 +14,7 @@ const uint INDEX_NONE = 0xffffffffu;
 
 #include "fma.glsl"
 #include "flush.glsl"
+#extension GL_EXT_control_flow_attributes : enable
 #include "underflow.glsl"
 
 // DIVGPU_FMA_EMULATED is defined by the driver when the device's self-test
@@ -49,19 +50,49 @@ float contract_mul(float a, float b) {
     return r;
 }
 
+// One step of the chain: acc + c * e with one rounding (fused).
+#if DIVGPU_PERTURB == 1
+// Twin: multiply and add rounded separately (unfused).
+float chain_step(float c, float e, float acc) {
+    precise float product = c * e;
+    precise float sum = acc + product;
+    return sum;
+}
+#else
+#define chain_step(c, e, acc) contract_fma(c, e, acc)
+#endif
+
+// Loads of the chain issued this many at a time, ahead of their fmas: the
+// fmas stay one chain, d ascending (the contract's order); only the loads
+// move, so a load's latency is paid once a batch instead of once an fma.
+#define CHAIN_BATCH 8u
+
+// A chain over d ascending, score = (sum_d fma(c[d], E[j][d], acc)) * inv_norm[j],
+// with the row's values given by ROW_VALUE(d): the one definition of the
+// contract's arithmetic, instantiated for each place a kernel reads rows from
+// (the table: contract_score; gram.comp: rows staged in shared memory).
+#define CONTRACT_SCORE_FUNCTION(NAME, ROW_VALUE) \
+float NAME(uint j, uint row, uint dim) { \
+    precise float acc = 0.0; \
+    uint d = 0u; \
+    for (; d + CHAIN_BATCH <= dim; d += CHAIN_BATCH) { \
+        float e[CHAIN_BATCH], c[CHAIN_BATCH]; \
+        [[unroll]] for (uint k = 0u; k < CHAIN_BATCH; ++k) { \
+            e[k] = ROW_VALUE(row, d + k); \
+            c[k] = center[d + k]; \
+        } \
+        [[unroll]] for (uint k = 0u; k < CHAIN_BATCH; ++k) acc = chain_step(c[k], e[k], acc); \
+    } \
+    for (; d < dim; ++d) acc = chain_step(center[d], ROW_VALUE(row, d), acc); \
+    return contract_mul(acc, inv_norm[j]); \
+}
+
+#define TABLE_VALUE(row, d) LOAD_EMB(EMB_INDEX(row, d))
+CONTRACT_SCORE_FUNCTION(contract_score_of_row, TABLE_VALUE)
+
 // score[j] = (sum_d fma(c[d], E[j][d], acc), d ascending) * inv_norm[j]
 float contract_score(uint j, uint dim) {
-    precise float acc = 0.0;
-    for (uint d = 0; d < dim; ++d) {
-#if DIVGPU_PERTURB == 1
-        // Twin: multiply and add rounded separately (unfused).
-        precise float product = center[d] * LOAD_EMB(EMB_INDEX(j, d));
-        acc = acc + product;
-#else
-        acc = contract_fma(center[d], LOAD_EMB(EMB_INDEX(j, d)), acc);
-#endif
-    }
-    return contract_mul(acc, inv_norm[j]);
+    return contract_score_of_row(j, j, dim);
 }
 
 // c[d] = (f32) csum[d], round to nearest even.

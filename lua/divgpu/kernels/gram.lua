@@ -18,7 +18,7 @@ return {
                  "approx", "winners", "state_f64", "state_u32" },
     push = { "num_items", "dim", "first_step", "steps", "ring", "block_rows", "shared_count" },
     constants = { workgroup_size = 0, max_dim = 1, window_capacity = 2, reg_slots = 3, shared_slots = 4,
-                  dim_slots = 5, subgroup_slots = 6 },
+                  dim_slots = 5, subgroup_slots = 6, stage_rows = 7 },
     state_u32_words = layout.STATE_U32,
     state_f64_words = layout.STATE_F64,
     -- 1-based offsets into a sequence's words, for Lua arrays.
