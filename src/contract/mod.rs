@@ -9,6 +9,7 @@ pub mod fp16;
 pub mod fuzz;
 pub mod gram;
 pub mod mirror;
+pub mod npy;
 pub mod shard;
 pub mod subnormal;
 pub mod synth;
