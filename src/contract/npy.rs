@@ -494,6 +494,54 @@ mod tests {
         assert!(parse("d/t.npy", &good(1), Some(ok.as_bytes())).is_ok());
     }
 
+    fn fixture(name: &str) -> String {
+        format!("{}/tests/data/npy/{name}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// The files numpy wrote (tests/data/npy/make_fixtures.py).
+    #[test]
+    fn numpys_files_read_as_the_json_form_of_the_table() -> Result<()> {
+        let json = Table::load(&fixture("table.json"))?;
+        for name in ["table_v1.npy", "table_v2.npy", "table_v3.npy", "labelled.npy"] {
+            let t = Table::load(&fixture(name))?;
+            assert_eq!((t.n, t.dim), (5, 3), "{name}");
+            let bits = |t: &Table| t.data.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&t), bits(&json), "{name}");
+            assert_eq!(t.inv_norm, json.inv_norm, "{name}");
+            let bytes = std::fs::read(fixture(name)).map_err(|e| Error::io(name, e))?;
+            assert_eq!(t.sha256, hex(&Sha256::digest(&bytes)));
+        }
+        let t = Table::load(&fixture("labelled.npy"))?;
+        assert_eq!(t.ids.as_ref().map(|ids| ids[4].as_str()), Some("104"));
+        assert_eq!(t.titles.as_ref().map(|t| t[0].as_str()), Some("one"));
+        assert_eq!(t.model.as_deref(), Some("fixture"));
+        Ok(())
+    }
+
+    #[test]
+    fn numpys_other_files_are_refused() {
+        for (name, expected) in [
+            ("float64.npy", "values are '<f8' (float64): only float32 ('<f4') tables are read"),
+            ("bigendian.npy", "values are big-endian float32 ('>f4')"),
+            ("int32.npy", "values are '<i4'"),
+            ("object.npy", "values are '|O'"),
+            ("fortran.npy", "fortran_order is True"),
+            ("one_d.npy", "the array has 1 dimension(s), shape [3]"),
+            ("nan.npy", "row 2, column 1: value is not finite"),
+            ("zero_row.npy", "row 3 is all zeros"),
+            ("truncated.npy", "the file is truncated: shape (5, 3) needs 60 bytes of values after the header, it has 56"),
+        ] {
+            let path = fixture(name);
+            match Table::load(&path) {
+                Ok(_) => panic!("{name} was accepted"),
+                Err(e) => {
+                    let msg = e.to_string();
+                    assert!(msg.starts_with(&format!("{path}: {expected}")), "{name}: {msg}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn sidecar_names() {
         assert_eq!(sidecar_path("a/b/X.npy"), "a/b/X.titles.json");
