@@ -186,47 +186,63 @@ fn check_data_size(path: &str, n: usize, dim: usize, data_bytes: u64) -> Result<
     Ok(())
 }
 
-/// Reads the N x D values into one buffer: a scoped thread reads (and hashes)
-/// piece after piece while this thread checks the pieces already read.
-/// Returns the values and the sha256 of the whole file.
+/// Reads the N x D values into one buffer, in pieces, with two scoped
+/// threads: one reads piece after piece, one hashes each piece read (going
+/// on from the header's hash), while this thread checks them; the three
+/// overlap, so a load costs about the slowest of them (the sha256 on a fast
+/// disk). Returns the values and the sha256 of the whole file.
 fn read_rows<R: Read + Send>(
     path: &str,
-    mut src: Hashing<R>,
+    src: Hashing<R>,
     check: &mut RowCheck,
     n: usize,
     dim: usize,
 ) -> Result<(Vec<f32>, String)> {
+    let Hashing { inner: mut reader, mut hasher, .. } = src;
     let mut data = vec![0f32; n * dim];
     let rows_per_chunk = (CHUNK_BYTES / (4 * dim)).max(1);
-    let (read, checked) = std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, &[f32])>(2);
+    let (read, hashed, checked) = std::thread::scope(|scope| {
+        let (to_check, pieces) = std::sync::mpsc::sync_channel::<(usize, &[f32])>(2);
+        let (to_hash, hash_pieces) = std::sync::mpsc::sync_channel::<&[f32]>(2);
         let chunks = data.chunks_mut(rows_per_chunk * dim);
-        let reader = scope.spawn(move || -> io::Result<Sha256> {
+        let reading = scope.spawn(move || -> io::Result<()> {
             for (k, chunk) in chunks.enumerate() {
-                src.read_exact(bytemuck::cast_slice_mut(chunk))?;
+                reader.read_exact(bytemuck::cast_slice_mut(chunk))?;
                 if cfg!(target_endian = "big") {
                     chunk.iter_mut().for_each(|x| *x = f32::from_bits(u32::from_le(x.to_bits())));
                 }
-                if tx.send((k * rows_per_chunk, chunk)).is_err() {
-                    break; // the checker found a bad row and stopped
+                let piece: &[f32] = chunk;
+                // A closed channel: the checker found a bad row and stopped.
+                if to_hash.send(piece).is_err() || to_check.send((k * rows_per_chunk, piece)).is_err() {
+                    break;
                 }
             }
-            Ok(src.hasher)
+            Ok(())
+        });
+        let hashing = scope.spawn(move || {
+            for piece in hash_pieces {
+                if cfg!(target_endian = "little") {
+                    hasher.update(bytemuck::cast_slice::<f32, u8>(piece));
+                } else {
+                    piece.iter().for_each(|x| hasher.update(x.to_le_bytes()));
+                }
+            }
+            hasher
         });
         let mut checked = Ok(());
-        for (first_row, piece) in rx {
+        for (first_row, piece) in pieces {
             checked = check.rows(first_row, piece);
             if checked.is_err() {
                 break;
             }
         }
-        (reader.join(), checked)
+        (reading.join(), hashing.join(), checked)
     });
     // A bad row comes before any later read failure in the file.
     checked?;
-    let hasher = read
-        .map_err(|_| Error::input(path, "the reader thread failed"))?
-        .map_err(|e| Error::io(path, e))?;
+    let thread_failed = |_| Error::input(path, "a reading thread failed");
+    read.map_err(thread_failed)?.map_err(|e| Error::io(path, e))?;
+    let hasher = hashed.map_err(thread_failed)?;
     Ok((data, hex(&hasher.finalize())))
 }
 
