@@ -118,9 +118,9 @@ fn read_header<R: Read>(path: &str, src: &mut Hashing<R>, size: u64) -> Result<(
         _ => 0,
     };
     got += read_up_to(src, &mut prefix[8..8 + length_bytes]).map_err(|e| Error::io(path, e))?;
-    let stated = match prefix[8..got] {
-        [a, b] => Some(10 + u64::from(u16::from_le_bytes([a, b]))),
-        [a, b, c, d] => Some(12 + u64::from(u32::from_le_bytes([a, b, c, d]))),
+    let stated = match prefix.get(8..got) {
+        Some(&[a, b]) => Some(10 + u64::from(u16::from_le_bytes([a, b]))),
+        Some(&[a, b, c, d]) => Some(12 + u64::from(u32::from_le_bytes([a, b, c, d]))),
         _ => None,
     };
     if stated.is_some_and(|len| len > size) {
@@ -431,6 +431,10 @@ mod tests {
         assert!(err(b"").contains("the file is empty"));
         assert!(err(b"[[1, 2], [3, 4]]").contains("not a readable .npy file"));
         assert!(err(&good(1)[..8]).contains("not a readable .npy file"));
+        // Found by the fuzzer (npy target, in its first minute): a file of
+        // fewer than 8 bytes sliced the header prefix past its end (a panic).
+        assert!(err(&good(1)[..5]).contains("not a readable .npy file"));
+        assert!(err(b"\0").contains("not a readable .npy file"));
         let mut v4 = good(2);
         v4[6] = 4;
         assert!(err(&v4).contains("not a readable .npy file"));
