@@ -10,6 +10,7 @@ pub mod fuzz;
 pub mod gram;
 pub mod mirror;
 pub mod npy;
+pub mod npy_header;
 pub mod shard;
 pub mod subnormal;
 pub mod synth;

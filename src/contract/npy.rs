@@ -1,9 +1,9 @@
 //! NumPy `.npy` tables: little-endian float32 (`'<f4'`), C order, shape
-//! (N, D), format version 1.0, 2.0 or 3.0. The npyz crate parses the header;
-//! the values are read straight into the table's f32 buffer (no per-value
-//! parsing, no second copy), while a reader thread hashes what it reads and
-//! the calling thread validates each piece as it arrives, with the rules and
-//! messages of the JSON loader (`table::RowCheck`).
+//! (N, D), format version 1.0, 2.0 or 3.0. The header is read by
+//! `npy_header` (by hand, for the reasons given there); the values are read
+//! straight into the table's f32 buffer (no per-value parsing, no second
+//! copy) while one thread hashes them and another validates them, with the
+//! rules and messages of the JSON loader (`table::RowCheck`).
 //!
 //! Titles, ids and the model name come from a sidecar `X.titles.json` next to
 //! `X.npy`: `{"model": ..., "ids": [...], "titles": [...],
@@ -14,10 +14,10 @@
 
 use std::io::{self, Read, Write};
 
-use npyz::WriterBuilder;
 use sha2::{Digest, Sha256};
 
 use super::atomic::write_atomically;
+use super::npy_header;
 use super::table::{check_labels, hex, Id, RowCheck, Table};
 use crate::error::{Error, Result};
 
@@ -104,63 +104,65 @@ fn read_table<R: Read + Send>(path: &str, reader: R, size: u64, sidecar: Option<
     Ok(table)
 }
 
-/// Parses the header (npyz) and returns (N, D); `src.count` is then the
-/// header's length.
+/// Reads and checks the header (`npy_header`) and returns (N, D);
+/// `src.count` is then the header's length.
 fn read_header<R: Read>(path: &str, src: &mut Hashing<R>, size: u64) -> Result<(usize, usize)> {
-    // npyz allocates the header text at the length the file states (up to
-    // 4 GiB in versions 2 and 3): compare it with the file's size first. The
-    // prefix read here (magic, version, that length) is handed back to npyz.
+    let not_npy = || Error::input(path, "not a .npy file (it does not start with the \\x93NUMPY magic)");
     let mut prefix = [0u8; 12];
-    let mut got = read_up_to(src, &mut prefix[..8]).map_err(|e| Error::io(path, e))?;
-    let length_bytes = match prefix[..got] {
-        [0x93, b'N', b'U', b'M', b'P', b'Y', 1, 0] => 2,
-        [0x93, b'N', b'U', b'M', b'P', b'Y', 2 | 3, 0] => 4,
-        _ => 0,
-    };
-    got += read_up_to(src, &mut prefix[8..8 + length_bytes]).map_err(|e| Error::io(path, e))?;
-    let stated = match prefix.get(8..got) {
-        Some(&[a, b]) => Some(10 + u64::from(u16::from_le_bytes([a, b]))),
-        Some(&[a, b, c, d]) => Some(12 + u64::from(u32::from_le_bytes([a, b, c, d]))),
-        _ => None,
-    };
-    if stated.is_some_and(|len| len > size) {
-        return Err(Error::input(path, format!("the file is truncated inside its header ({size} bytes)")));
+    if read_up_to(src, &mut prefix[..8]).map_err(|e| Error::io(path, e))? < 8 || prefix[..6] != npy_header::MAGIC[..] {
+        return Err(not_npy());
     }
-    let prefix = &prefix[..got];
-    let header = npyz::NpyHeader::from_reader(prefix.chain(&mut *src))
-        .map_err(|e| Error::input(path, format!("not a readable .npy file: {}", one_line(&e.to_string()))))?;
-    match header.dtype() {
-        npyz::DType::Plain(t) if t.to_string() == "<f4" => {}
-        npyz::DType::Plain(t) if t.to_string() == ">f4" => {
+    let field = npy_header::length_field_size(prefix[6], prefix[7]).map_err(|why| Error::input(path, why))?;
+    let truncated = || Error::input(path, format!("the file is truncated inside its header ({size} bytes)"));
+    if read_up_to(src, &mut prefix[8..8 + field]).map_err(|e| Error::io(path, e))? < field {
+        return Err(truncated());
+    }
+    // The little-endian u16 or u32 after the version.
+    let text_len = prefix[8..8 + field].iter().rev().fold(0u64, |v, &b| v << 8 | u64::from(b));
+    // Compared with the file's size before the text is allocated.
+    if 8 + field as u64 + text_len > size {
+        return Err(truncated());
+    }
+    let mut text = vec![0u8; usize::try_from(text_len).map_err(|_| truncated())?];
+    src.read_exact(&mut text).map_err(|e| Error::io(path, e))?;
+    let header = npy_header::parse(&text).map_err(|why| Error::input(path, format!("not a readable .npy header: {why}")))?;
+    check_header(path, &header)
+}
+
+/// (N, D) of a header that describes a C-order little-endian float32 table.
+fn check_header(path: &str, header: &npy_header::Header) -> Result<(usize, usize)> {
+    // escape_debug: the file's own text, escaped, keeps the error on one line.
+    match header.descr.as_str() {
+        "<f4" => {}
+        ">f4" => {
             return Err(Error::input(
                 path,
                 "values are big-endian float32 ('>f4'): only little-endian float32 ('<f4') is read; save a.astype('<f4')",
             ))
         }
-        dtype => {
-            let descr = one_line(&dtype.descr());
-            let hint = if descr == "'<f8'" { " (float64)" } else { "" };
+        descr => {
+            let hint = if descr == "<f8" { " (float64)" } else { "" };
             return Err(Error::input(
                 path,
-                format!("values are {descr}{hint}: only float32 ('<f4') tables are read; save a.astype('<f4')"),
+                format!("values are '{}'{hint}: only float32 ('<f4') tables are read; save a.astype('<f4')", descr.escape_debug()),
             ));
         }
     }
-    if header.order() == npyz::Order::Fortran {
+    if header.fortran_order {
         return Err(Error::input(
             path,
             "fortran_order is True: only C-order (row-major) tables are read; save np.ascontiguousarray(a)",
         ));
     }
-    let shape = header.shape();
-    let [n, dim] = shape else {
+    let shape = &header.shape;
+    let &[n, dim] = shape.as_slice() else {
         return Err(Error::input(
             path,
             format!("the array has {} dimension(s), shape {shape:?}: a table is 2-D (items x dimensions)", shape.len()),
         ));
     };
     let too_big = || Error::input(path, format!("shape ({n}, {dim}) does not fit in memory"));
-    Ok((usize::try_from(*n).map_err(|_| too_big())?, usize::try_from(*dim).map_err(|_| too_big())?))
+    Ok((usize::try_from(n).map_err(|_| too_big())?, usize::try_from(dim).map_err(|_| too_big())?))
 }
 
 /// Refuses a data section that is not exactly N x D float32 values, before
@@ -253,18 +255,14 @@ fn read_sidecar(side_path: &str, bytes: &[u8], npy_path: &str, n: usize) -> Resu
     Ok(side)
 }
 
-/// Writes `table` as `path` (.npy, version 1.0 header by npyz) and its
+/// Writes `table` as `path` (.npy, a version 1.0 header) and its
 /// sidecar, each atomically. The sidecar is always written (with the npy's
 /// sha256), so one left from an earlier table never labels this one.
 pub fn write(table: &Table, path: &str) -> Result<()> {
     let mut sha256 = String::new();
     write_atomically(path, |w| {
         let mut out = HashingWriter { inner: w, hasher: Sha256::new() };
-        npyz::WriteOptions::<f32>::new()
-            .default_dtype()
-            .shape(&[table.n as u64, table.dim as u64])
-            .writer(&mut out)
-            .write_header_only()?;
+        out.write_all(&npy_header::format(&[table.n as u64, table.dim as u64]))?;
         if cfg!(target_endian = "little") {
             out.write_all(bytemuck::cast_slice(&table.data))?;
         } else {
@@ -327,11 +325,6 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(got)
-}
-
-/// A message from the header parser on one line (pest's span several).
-fn one_line(msg: &str) -> String {
-    msg.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -429,17 +422,20 @@ mod tests {
         assert!(err(&[&bytes[..], &[0]].concat()).contains("1 bytes follow"));
         assert!(err(&bytes[..20]).contains("truncated inside its header"));
         assert!(err(b"").contains("the file is empty"));
-        assert!(err(b"[[1, 2], [3, 4]]").contains("not a readable .npy file"));
-        assert!(err(&good(1)[..8]).contains("not a readable .npy file"));
+        assert!(err(b"[[1, 2], [3, 4]]").contains("not a .npy file (it does not start with the \\x93NUMPY magic)"));
+        assert!(err(&good(1)[..8]).contains("truncated inside its header"));
         // Found by the fuzzer (npy target, in its first minute): a file of
         // fewer than 8 bytes sliced the header prefix past its end (a panic).
-        assert!(err(&good(1)[..5]).contains("not a readable .npy file"));
-        assert!(err(b"\0").contains("not a readable .npy file"));
+        assert!(err(&good(1)[..5]).contains("not a .npy file"));
+        assert!(err(b"\0").contains("not a .npy file"));
         let mut v4 = good(2);
         v4[6] = 4;
-        assert!(err(&v4).contains("not a readable .npy file"));
+        assert!(err(&v4).contains("format version 4.0 is not read (1.0, 2.0 and 3.0 are)"));
+        let mut garbled = good(1);
+        garbled[20] = b'?';
+        assert!(err(&garbled).contains("not a readable .npy header: byte 10 of the header text is '?'"));
         // A header that states 4 GiB of text in a 100-byte file: refused
-        // before npyz allocates the text.
+        // before the text is allocated.
         let mut huge = good(2);
         huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(err(&huge).contains("truncated inside its header"));
@@ -531,6 +527,9 @@ mod tests {
             let bytes = std::fs::read(fixture(name)).map_err(|e| Error::io(name, e))?;
             assert_eq!(t.sha256, hex(&Sha256::digest(&bytes)));
         }
+        // divgpu writes numpy's header byte for byte.
+        let numpy = std::fs::read(fixture("table_v1.npy")).map_err(|e| Error::io("table_v1.npy", e))?;
+        assert_eq!(npy_header::format(&[5, 3])[..], numpy[..128]);
         let t = Table::load(&fixture("labelled.npy"))?;
         assert_eq!(t.ids.as_ref().map(|ids| ids[4].as_str()), Some("104"));
         assert_eq!(t.titles.as_ref().map(|t| t[0].as_str()), Some("one"));
