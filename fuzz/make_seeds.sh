@@ -2,7 +2,8 @@
 # Writes the seed inputs of the fuzz targets to fuzz/seeds/<target>/ from the
 # repository's own files, made by bin/divgpu as a user would: the first rows
 # of the shipped embeddings (and the rest of its fields), a synthetic table,
-# their caches (divgpu run) and their fp16 files (divgpu convert-fp16).
+# their caches (divgpu run), their fp16 files (divgpu convert-fp16), their
+# .npy forms (table:write) and the files numpy wrote in tests/data/npy.
 # `make fuzz-seeds` runs it; `cargo fuzz cmin` then folds the seeds into the
 # kept corpus fuzz/corpus/<target>/.
 set -euo pipefail
