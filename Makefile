@@ -74,7 +74,7 @@ test-cluster: build
 # kept); the ones that reach new code are then merged into the kept corpus
 # fuzz/corpus/<target>/, which `make test` replays on stable Rust.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS := embeddings_json cache fp16
+FUZZ_TARGETS := embeddings_json cache fp16 npy
 
 fuzz: check-cargo
 	@command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz not found: rustup toolchain install nightly && cargo install cargo-fuzz" >&2; exit 1; }

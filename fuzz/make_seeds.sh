@@ -2,7 +2,8 @@
 # Writes the seed inputs of the fuzz targets to fuzz/seeds/<target>/ from the
 # repository's own files, made by bin/divgpu as a user would: the first rows
 # of the shipped embeddings (and the rest of its fields), a synthetic table,
-# their caches (divgpu run) and their fp16 files (divgpu convert-fp16).
+# their caches (divgpu run), their fp16 files (divgpu convert-fp16), their
+# .npy forms (table:write) and the files numpy wrote in tests/data/npy.
 # `make fuzz-seeds` runs it; `cargo fuzz cmin` then folds the seeds into the
 # kept corpus fuzz/corpus/<target>/.
 set -euo pipefail
@@ -11,7 +12,7 @@ out=fuzz/seeds
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{embeddings_json,cache,fp16} "$tmp"/{real,synth}
+mkdir -p "$out"/{embeddings_json,cache,fp16,npy} "$tmp"/{real,synth}
 
 # The first 3 items of the shipped table, every field kept (model, dim, ids,
 # titles, texts), values written as the file writes them.
@@ -37,6 +38,25 @@ for t in real synth; do
     { sed "s/$sha/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855/" "$tmp/$t/embeddings_fp16.meta.json"
       printf '\0'; cat "$tmp/$t/embeddings_fp16.bin"; } >"$out/fp16/$t.bin"
     { cat "$tmp/$t/embeddings_fp16.meta.json"; printf '\0'; cat "$tmp/$t/embeddings_fp16.bin"; } >"$out/fp16/$t-stale.bin"
+done
+# The npy target's input: sidecar, NUL, .npy. A synthetic table as divgpu
+# writes it (with and without its sidecar), the first 3 shipped items with
+# their titles and ids, and the files numpy wrote (tests/data/npy), each
+# without a sidecar.
+bin/divgpu synth --n 6 --dim 3 --out "$tmp/synth/six.json" >/dev/null
+luajit - "$tmp/synth/six.json" "$tmp/synth/six.npy" "$tmp/real/embeddings.json" "$tmp/real/three.npy" <<'LUA'
+package.path = "lua/?.lua;" .. package.path
+package.cpath = "build/?.so;" .. package.cpath
+local divgpu = require "divgpu"
+divgpu.load_embeddings(arg[1]):write(arg[2])
+divgpu.load_embeddings(arg[3]):write(arg[4])
+LUA
+for t in synth/six real/three; do
+    { cat "$tmp/$t.titles.json"; printf '\0'; cat "$tmp/$t.npy"; } >"$out/npy/${t#*/}.bin"
+    { printf '\0'; cat "$tmp/$t.npy"; } >"$out/npy/${t#*/}-bare.bin"
+done
+for f in tests/data/npy/*.npy; do
+    { printf '\0'; cat "$f"; } >"$out/npy/numpy-$(basename "$f" .npy).bin"
 done
 # The bare-array shape of SPEC section 4, and numeric ids.
 printf '[[1, 0.5], [-2e-3, 4]]\n' >"$out/embeddings_json/bare.json"

@@ -79,7 +79,7 @@ pub fn paths(json_path: &str) -> (String, String) {
 /// Converts `embeddings.json` to `embeddings_fp16.bin` (N×D little-endian
 /// halves, row-major, no header) and its meta file, both written atomically.
 pub fn convert(json_path: &str) -> Result<(String, String)> {
-    let table = Table::load_json(json_path)?;
+    let table = Table::load(json_path)?;
     let halves = to_fp16(&table)?;
     let (bin, meta_path) = paths(json_path);
     let bytes: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();

@@ -4,11 +4,14 @@
 //! as a crash, when the reader panics, returns an error that is not one line
 //! naming the file, or returns a table or cache that breaks its invariants.
 
-use super::{cache, fp16, table::Table};
+use sha2::Digest;
+
+use super::{cache, fp16, npy, table::Table};
 use crate::error::Error;
 
 pub const JSON_PATH: &str = "fuzz/embeddings.json";
 pub const CACHE_PATH: &str = "fuzz/diversity_cache.json";
+pub const NPY_PATH: &str = "fuzz/embeddings.npy";
 /// The sha256 the fp16 target's JSON has (that of the empty file): a meta file
 /// naming it gets past the staleness check to the size and value checks.
 pub const FP16_JSON_SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -32,6 +35,28 @@ pub fn embeddings_json(data: &[u8]) {
     match Table::parse_json(JSON_PATH, data) {
         Ok(t) => check_table(&t),
         Err(e) => check_error(&e, &[JSON_PATH]),
+    }
+}
+
+/// A `.npy` table and its sidecar: the input is the sidecar's bytes, a NUL
+/// byte, then the .npy's (an input that starts with NUL has no sidecar; one
+/// with no NUL is all sidecar, with an empty .npy).
+pub fn npy(data: &[u8]) {
+    let (sidecar, npy_bytes) = match data.iter().position(|&b| b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let sidecar = (!sidecar.is_empty()).then_some(sidecar);
+    match npy::parse(NPY_PATH, npy_bytes, sidecar) {
+        Ok(t) => {
+            check_table(&t);
+            assert!(t.data.len() * 4 < npy_bytes.len(), "{} values in a file of {} bytes", t.data.len(), npy_bytes.len());
+            assert_eq!(t.sha256, super::table::hex(&sha2::Sha256::digest(npy_bytes)), "not the file's sha256");
+            for list in [t.ids.as_ref(), t.titles.as_ref()].into_iter().flatten() {
+                assert_eq!(list.len(), t.n, "labels of the wrong length accepted");
+            }
+        }
+        Err(e) => check_error(&e, &[NPY_PATH, &npy::sidecar_path(NPY_PATH)]),
     }
 }
 
@@ -98,6 +123,11 @@ mod tests {
     #[test]
     fn corpus_fp16() {
         replay("fp16", fp16);
+    }
+
+    #[test]
+    fn corpus_npy() {
+        replay("npy", npy);
     }
 
     // Twins: the checks do catch what they are there to catch.

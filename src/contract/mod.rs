@@ -9,6 +9,8 @@ pub mod fp16;
 pub mod fuzz;
 pub mod gram;
 pub mod mirror;
+pub mod npy;
+pub mod npy_header;
 pub mod shard;
 pub mod subnormal;
 pub mod synth;

@@ -37,41 +37,100 @@ pub fn inv_norm_of(row: &[f32]) -> f32 {
     (1.0 / sum.sqrt()) as f32
 }
 
-impl Table {
-    /// Builds a validated table from row-major values.
-    pub fn from_rows(path: &str, n: usize, dim: usize, data: Vec<f32>, sha256: Option<String>) -> Result<Table> {
+/// The validation of a table's rows, fed in order, in pieces of whole rows
+/// (the `.npy` reader checks each piece as it arrives): every value finite,
+/// no zero row, `inv_norm` finite and non-zero, and no dot product that can
+/// overflow f32. The first bad row in file order is the one reported.
+pub(crate) struct RowCheck<'a> {
+    path: &'a str,
+    n: usize,
+    dim: usize,
+    inv_norm: Vec<f32>,
+    max_abs: f32,
+}
+
+/// What is wrong with one row (a String only once a row is found bad).
+enum RowFault {
+    NotFinite(usize),
+    Zero,
+    NormOutOfRange(f32),
+}
+
+/// A row's `inv_norm` and largest |value|, or why the row is refused.
+fn row_stats(row: &[f32]) -> std::result::Result<(f32, f32), RowFault> {
+    if let Some(d) = row.iter().position(|x| !x.is_finite()) {
+        return Err(RowFault::NotFinite(d));
+    }
+    if row.iter().all(|&x| x == 0.0) {
+        return Err(RowFault::Zero);
+    }
+    let inv = inv_norm_of(row);
+    if !inv.is_finite() || inv == 0.0 {
+        return Err(RowFault::NormOutOfRange(inv));
+    }
+    Ok((inv, row.iter().fold(0.0f32, |m, x| m.max(x.abs()))))
+}
+
+impl<'a> RowCheck<'a> {
+    pub(crate) fn new(path: &'a str, n: usize, dim: usize) -> Result<Self> {
         if n < 2 {
             return Err(Error::input(path, format!("the table has {n} row(s); at least 2 are needed")));
         }
         if dim == 0 {
             return Err(Error::input(path, "rows are empty (dimension 0)"));
         }
-        debug_assert_eq!(data.len(), n * dim);
-        let mut inv_norm = Vec::with_capacity(n);
-        let mut max_abs = 0.0f32;
-        for (j, row) in data.chunks_exact(dim).enumerate() {
-            if let Some(d) = row.iter().position(|x| !x.is_finite()) {
-                return Err(Error::input(path, format!("row {j}, column {d}: value is not finite")));
-            }
-            if row.iter().all(|&x| x == 0.0) {
-                return Err(Error::input(path, format!("row {j} is all zeros: its norm is 0 and its cosine distance undefined")));
-            }
-            let inv = inv_norm_of(row);
-            if !inv.is_finite() || inv == 0.0 {
-                return Err(Error::input(path, format!("row {j}: its norm is outside what f32 can invert (1/norm = {inv})")));
-            }
-            inv_norm.push(inv);
-            max_abs = row.iter().fold(max_abs, |m, x| m.max(x.abs()));
+        Ok(RowCheck { path, n, dim, inv_norm: Vec::with_capacity(n), max_abs: 0.0 })
+    }
+
+    /// Checks the next whole rows (`data.len()` a multiple of D), in parallel
+    /// over rows: each row's sum is still one sequential f64 chain.
+    pub(crate) fn rows(&mut self, first_row: usize, data: &[f32]) -> Result<()> {
+        use rayon::prelude::*;
+        debug_assert_eq!(first_row, self.inv_norm.len());
+        let stats: Vec<_> = data.par_chunks_exact(self.dim).map(row_stats).collect();
+        for (k, s) in stats.into_iter().enumerate() {
+            let j = first_row + k;
+            let msg = match s {
+                Ok((inv, max_abs)) => {
+                    self.inv_norm.push(inv);
+                    self.max_abs = self.max_abs.max(max_abs);
+                    continue;
+                }
+                Err(RowFault::NotFinite(d)) => format!("row {j}, column {d}: value is not finite"),
+                Err(RowFault::Zero) => format!("row {j} is all zeros: its norm is 0 and its cosine distance undefined"),
+                Err(RowFault::NormOutOfRange(inv)) => {
+                    format!("row {j}: its norm is outside what f32 can invert (1/norm = {inv})")
+                }
+            };
+            return Err(Error::input(self.path, msg));
         }
+        Ok(())
+    }
+
+    /// The rows' `inv_norm`, once all N rows were checked.
+    pub(crate) fn finish(self) -> Result<Vec<f32>> {
+        debug_assert_eq!(self.inv_norm.len(), self.n);
+        let (n, dim, max_abs) = (self.n, self.dim, self.max_abs);
         // Every partial dot product is bounded by D * N * max|x|^2 (the centroid
         // sums at most N rows); keep that finite in f32 so no score is inf/NaN.
         let bound = (dim as f64) * (n as f64) * (max_abs as f64).powi(2) * 1.01;
         if bound >= f32::MAX as f64 {
             return Err(Error::input(
-                path,
+                self.path,
                 format!("values up to {max_abs} are too large: dot products of {n} rows of {dim} values could overflow f32"),
             ));
         }
+        Ok(self.inv_norm)
+    }
+}
+
+impl Table {
+    /// Builds a validated table from row-major values.
+    pub fn from_rows(path: &str, n: usize, dim: usize, data: Vec<f32>, sha256: Option<String>) -> Result<Table> {
+        let mut check = RowCheck::new(path, n, dim)?;
+        debug_assert_eq!(data.len(), n * dim);
+        check.rows(0, &data)?;
+        let inv_norm = check.finish()?;
         let sha256 = sha256.unwrap_or_else(|| {
             let mut h = Sha256::new();
             for x in &data {
@@ -84,6 +143,25 @@ impl Table {
 
     pub fn row(&self, j: usize) -> &[f32] {
         &self.data[j * self.dim..(j + 1) * self.dim]
+    }
+
+    /// Loads and validates a table: a NumPy `.npy` file (and its titles
+    /// sidecar) when the name ends in `.npy`, else `embeddings.json`.
+    pub fn load(path: &str) -> Result<Table> {
+        match TableFormat::of(path) {
+            Some(TableFormat::Npy) => super::npy::load(path),
+            _ => Self::load_json(path),
+        }
+    }
+
+    /// Writes the table (atomically) in the format its name ends in: `.npy`
+    /// (with its titles sidecar) or `.json`; any other name is refused.
+    pub fn write(&self, path: &str) -> Result<()> {
+        match TableFormat::of(path) {
+            Some(TableFormat::Npy) => super::npy::write(self, path),
+            Some(TableFormat::Json) => self.write_json(path),
+            None => Err(Error::input(path, "a table is written as .npy or .json: the name must end in one of them")),
+        }
     }
 
     /// Loads and validates `embeddings.json` (both shapes of SPEC section 4).
@@ -107,13 +185,7 @@ impl Table {
         let rows = parsed.rows.ok_or_else(|| Error::input(path, "the object has no \"embeddings\" array"))?;
         let n = rows.n;
         let dim = rows.dim.unwrap_or(0);
-        for (name, list) in [("ids", &parsed.ids), ("titles", &parsed.titles)] {
-            if let Some(list) = list {
-                if list.len() != n {
-                    return Err(Error::input(path, format!("\"{name}\" has {} entries but there are {n} rows", list.len())));
-                }
-            }
-        }
+        check_labels(path, n, parsed.ids.as_ref().map(Vec::len), parsed.titles.as_ref().map(Vec::len))?;
         let mut table = Table::from_rows(path, n, dim, rows.data, Some(sha256))?;
         table.model = parsed.model;
         table.ids = parsed.ids;
@@ -121,13 +193,20 @@ impl Table {
         Ok(table)
     }
 
-    /// Writes the table as an `embeddings.json` object (atomically). Each value
-    /// is written as the shortest decimal that reads back to the same f32.
+    /// Writes the table as an `embeddings.json` object (atomically): its model,
+    /// ids and titles where it has them, then the rows. Each value is written
+    /// as the shortest decimal that reads back to the same f32.
     pub fn write_json(&self, path: &str) -> Result<()> {
         use std::io::Write;
         crate::contract::atomic::write_atomically(path, |w| {
             write!(w, "{{\"model\": ")?;
             serde_json::to_writer(&mut *w, &self.model)?;
+            for (name, list) in [("ids", &self.ids), ("titles", &self.titles)] {
+                if let Some(list) = list {
+                    write!(w, ", \"{name}\": ")?;
+                    serde_json::to_writer(&mut *w, list)?;
+                }
+            }
             writeln!(w, ", \"embeddings\": [")?;
             for j in 0..self.n {
                 write!(w, "[")?;
@@ -142,6 +221,39 @@ impl Table {
             writeln!(w, "]}}")?;
             Ok(())
         })
+    }
+}
+
+/// Refuses `ids` or `titles` (read from `path`, of these lengths) that do
+/// not have one entry a row.
+pub(crate) fn check_labels(path: &str, n: usize, ids: Option<usize>, titles: Option<usize>) -> Result<()> {
+    for (name, len) in [("ids", ids), ("titles", titles)] {
+        if let Some(len) = len {
+            if len != n {
+                return Err(Error::input(path, format!("\"{name}\" has {len} entries but there are {n} rows")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The two file formats of a table, told apart by the file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    Json,
+    Npy,
+}
+
+impl TableFormat {
+    pub fn of(path: &str) -> Option<TableFormat> {
+        let ext = std::path::Path::new(path).extension()?;
+        if ext.eq_ignore_ascii_case("npy") {
+            Some(TableFormat::Npy)
+        } else if ext.eq_ignore_ascii_case("json") {
+            Some(TableFormat::Json)
+        } else {
+            None
+        }
     }
 }
 
@@ -284,9 +396,18 @@ impl<'de> DeserializeSeed<'de> for TopLevel {
 /// An id may be a string or a number; both are kept as text.
 #[derive(serde::Deserialize)]
 #[serde(untagged)]
-enum Id {
+pub(crate) enum Id {
     Text(String),
     Number(serde_json::Number),
+}
+
+impl Id {
+    pub(crate) fn into_text(self) -> String {
+        match self {
+            Id::Text(s) => s,
+            Id::Number(n) => n.to_string(),
+        }
+    }
 }
 
 impl<'de> Visitor<'de> for TopLevel {
@@ -306,14 +427,7 @@ impl<'de> Visitor<'de> for TopLevel {
                 "model" => parsed.model = map.next_value::<Option<String>>()?,
                 "ids" => {
                     let ids: Vec<Id> = map.next_value()?;
-                    parsed.ids = Some(
-                        ids.into_iter()
-                            .map(|i| match i {
-                                Id::Text(s) => s,
-                                Id::Number(n) => n.to_string(),
-                            })
-                            .collect(),
-                    );
+                    parsed.ids = Some(ids.into_iter().map(Id::into_text).collect());
                 }
                 "titles" => parsed.titles = Some(map.next_value()?),
                 _ => {

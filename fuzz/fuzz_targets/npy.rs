@@ -1,0 +1,5 @@
+//! A `.npy` table's sidecar, a NUL byte, then the `.npy`, through `npy::parse`.
+//! The checks live in divgpu's `contract::fuzz`, shared with the corpus replay.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| divgpu::contract::fuzz::npy(data));
