@@ -35,7 +35,9 @@ local function emit(fields)
     io.stdout:flush()
 end
 
---- The best GPU time of `repeats` runs of record(rec), after one warm-up.
+--- The best GPU time of `repeats` runs of record(rec), after one warm-up; a
+--- run over half a second is not repeated (a slow kernel must not eat the
+--- call's time).
 local function best_time(record)
     local best = math.huge
     for r = 0, REPEATS do
@@ -43,7 +45,8 @@ local function best_time(record)
         record(rec)
         rec:submit()
         local t = rec:wait()
-        if r > 0 then best = math.min(best, t) end
+        if r > 0 or t > 0.5 then best = math.min(best, t) end
+        if t > 0.5 then break end
     end
     return best
 end
@@ -82,7 +85,14 @@ measure("copy", function()
     local a, b = ctx:buffer(bytes, "copy from"), ctx:buffer(bytes, "copy to")
     a:fill(0x3f800000)
     local t = best_time(function(rec) rec:copy(a, b) end)
-    emit{ kind = "copy", bytes = bytes, seconds = t, tb_per_s = 2 * bytes / t / 1e12, device = info.name }
+    emit{ kind = "copy", how = "vkCmdCopyBuffer", bytes = bytes, seconds = t, tb_per_s = 2 * bytes / t / 1e12,
+          device = info.name }
+    local spirv = divgpu.compile(source("copy.comp"), { name = "copy" })
+    local pipeline = ctx:pipeline{ spirv = spirv, name = "copy" }
+    local group = ctx:bind(pipeline, { a, b })
+    local groups = quick and 16 or 132 * 32
+    t = best_time(function(rec) rec:dispatch(group, { bytes / 16 }, groups) end)
+    emit{ kind = "copy", how = "shader", bytes = bytes, seconds = t, tb_per_s = 2 * bytes / t / 1e12, device = info.name }
 end)
 
 local GLSL_TYPE = { i8 = "int8_t", u8 = "uint8_t", f16 = "float16_t", f32 = "float", i32 = "int32_t", u32 = "uint32_t" }
@@ -100,14 +110,16 @@ for _, s in ipairs(info.cooperative_matrix) do
             inputs:fill(FILL[s.a])
             local outputs = ctx:buffer(64 * s.m * s.n * 4, "coopmat outputs")
             local group = ctx:bind(pipeline, { inputs, outputs })
-            local iterations = quick and 4 or 1024
+            local iterations = quick and 4 or 256
             local t = best_time(function(rec) rec:dispatch(group, { iterations }, GROUPS) end)
             local ops = GROUPS * 4 * iterations * 8 * 4 * 2 * s.m * s.n * s.k  -- 4 subgroups, UNROLL 8, ACC 4
             emit{ kind = "coopmat_peak", shape = shape, seconds = t, tops = ops / t / 1e12, device = info.name,
                   statistics = statistics(pipeline) }
 
             -- The filter's product shape.
-            local rows, cols, dim = quick and 64 or 4096, quick and 256 or 262144, 768
+            -- 4,096 x 768 by 768 x 32,768: the filter's shape with an eighth of its
+            -- candidates (the rate, not the whole product, is the question).
+            local rows, cols, dim = quick and 64 or 4096, quick and 256 or 32768, 768
             local bytes = s.a == "f16" and 2 or 1
             local q = ctx:buffer(rows * dim * bytes, "coopmat Q")
             local e = ctx:buffer(cols * dim * bytes, "coopmat E")

@@ -2,6 +2,7 @@
 -- against a peer (bench/whole_run_pairs.py drives it):
 --
 --   luajit bench/serve_run.lua EMBEDDINGS STARTS LENGTH METHOD OUT_PREFIX
+--   (DIVGPU_WORKGROUP=T: threads per sequence, as run --workgroup-size)
 --
 -- Loads the table and opens the device once, prints "ready", then for every
 -- line "run" on stdin runs the whole job (driver.run: job creation, G's build
@@ -35,7 +36,7 @@ for line in io.lines() do
     if line ~= "run" then io.stderr:write("serve_run: unknown command '", line, "'\n"); os.exit(2) end
     k = k + 1
     local result, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = length,
-                                      method = method }
+                                      method = method, workgroup_size = tonumber(os.getenv("DIVGPU_WORKGROUP")) }
     local out = string.format("%s.%d.json", prefix, k)
     divgpu.write_cache(out, { contract = "fp32", table = e, length = length, sequences = result })
     io.stdout:write(string.format('{"seconds": %.6f, "gpu_seconds": %.6f, "method": "%s", "out": "%s"}\n',

@@ -42,6 +42,14 @@ def load_table(path):
     sha = hashlib.sha256(raw).hexdigest()
     if not raw.strip():
         raise InputError(f"{path}: the file is empty")
+    if path.lower().endswith(".npy"):
+        # float32, C order, N x D (divgpu's .npy input; docs/formats.md): the
+        # same bits divgpu reads, and the file's sha256 as divgpu's.
+        import io
+        e = np.load(io.BytesIO(raw), allow_pickle=False)
+        if e.dtype != np.dtype("<f4") or e.ndim != 2 or not e.flags.c_contiguous:
+            raise InputError(f"{path}: expected float32 (little-endian), C order, N x D; got {e.dtype}, {e.shape}")
+        return check_values(path, np.ascontiguousarray(e)), sha
     try:
         doc = json.loads(raw, parse_constant=_no_constants)
     except ValueError as e:
@@ -71,6 +79,12 @@ def load_table(path):
     with np.errstate(over="ignore"):
         e = e64.astype(np.float32)  # one round-to-nearest-even; too large -> inf, rejected below
     del e64
+    return check_values(path, e), sha
+
+
+def check_values(path, e):
+    """The loader's checks of an f32 [N, D] table; returns it C-contiguous."""
+    n, dim = e.shape
     bad = ~np.isfinite(e)
     if bad.any():
         j, d = np.argwhere(bad)[0]
@@ -83,7 +97,7 @@ def load_table(path):
     if dim * n * max_abs * max_abs * 1.01 >= float(np.finfo(np.float32).max):
         raise InputError(f"{path}: values up to {max_abs} are too large: "
                          f"dot products of {n} rows of {dim} values could overflow f32")
-    return np.ascontiguousarray(e), sha
+    return np.ascontiguousarray(e)
 
 
 def inv_norm(e, path="<table>"):

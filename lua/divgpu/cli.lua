@@ -482,7 +482,7 @@ local function cmd_synth(a)
     local n, dim = tonumber(a.n), tonumber(a.dim)
     local clusters, seed = tonumber(a.clusters), tonumber(a.seed)
     local e = divgpu.synth{ n = n, dim = dim, clusters = clusters, seed = seed }
-    e:write_json(a.out)
+    e:write(a.out)
     io_stdout:write(a.out, "\n")
 end
 
