@@ -11,6 +11,7 @@
 --   shared=0             the shared page's size at most (0: none)
 --   floor                the floor variant (DIVGPU_GRAM_FLOOR: timing only)
 --   build=16x16x8x8x8    G's build tiling wx x wy x tm x tn x slice
+--   compiled             ... as compile-time constants (defines) instead of specialization constants
 --   checkg               compare rows of G' with the host's reference first
 --   repeat=3             runs of this configuration (the best is reported too)
 local divgpu = require "divgpu"
@@ -88,7 +89,8 @@ for k = 4, #arg do
                    gram_defines = c.floor and { DIVGPU_GRAM_FLOOR = 1 } or nil }
     if c.build then
         local wx, wy, tm, tn, slice = c.build:match("^(%d+)x(%d+)x(%d+)x(%d+)x(%d+)$")
-        opts.build_tiling = { wx = tonumber(wx), wy = tonumber(wy), tm = tonumber(tm), tn = tonumber(tn), slice = tonumber(slice) }
+        opts.build_tiling = { wx = tonumber(wx), wy = tonumber(wy), tm = tonumber(tm), tn = tonumber(tn), slice = tonumber(slice),
+                              compiled = c.compiled }
     end
     for r = 1, tonumber(c["repeat"] or 1) do
         local ok, err = pcall(function()

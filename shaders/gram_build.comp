@@ -29,17 +29,29 @@
 #define DIVGPU_GRAM_BUILD_PERTURB 0
 #endif
 
+// The tiling: WX x WY threads, TM x TN entries each, SLICE dimensions per
+// stage. Specialization constants by default (one SPIR-V for every device);
+// with DIVGPU_BUILD_TILING defined, compile-time constants (BUILD_WX ...).
+// The sizes of the register arrays are plain constants of their own
+// (ACC_SLOTS = TM * TN, STAGE): NVIDIA's compiler kept arrays sized by an
+// expression of constants in local memory, at a thirtieth of the f64 rate.
+#ifdef DIVGPU_BUILD_TILING
+layout(local_size_x = BUILD_WX, local_size_y = BUILD_WY) in;
+const uint TM = BUILD_TM, TN = BUILD_TN, SLICE = BUILD_SLICE;
+const uint ACC_SLOTS = BUILD_TM * BUILD_TN;
+const uint STAGE = BUILD_WY * BUILD_TM * BUILD_SLICE / (BUILD_WX * BUILD_WY);
+#else
 layout(local_size_x_id = 0, local_size_y_id = 1) in;  // WX x WY threads
+layout(constant_id = 2) const uint TM = 4;          // rows per thread
+layout(constant_id = 3) const uint TN = 4;          // columns per thread
+layout(constant_id = 4) const uint SLICE = 8;       // dimensions per staged slice
+layout(constant_id = 5) const uint ACC_SLOTS = 16;  // TM * TN
+layout(constant_id = 6) const uint STAGE = 2;       // TILE * SLICE / THREADS: table values a thread stages per panel
+#endif
 const uint WX = gl_WorkGroupSize.x;             // threads along a tile's columns
 const uint WY = gl_WorkGroupSize.y;             // threads along its rows
-layout(constant_id = 2) const uint TM = 4;      // rows per thread
-layout(constant_id = 3) const uint TN = 4;      // columns per thread
-layout(constant_id = 4) const uint SLICE = 8;   // dimensions per staged slice
 const uint TILE = WY * TM;                      // == WX * TN (the host checks)
 const uint THREADS = WX * WY;
-// Table values each thread stages per panel and slice (the host makes
-// TILE * SLICE a multiple of THREADS).
-const uint STAGE = TILE * SLICE / THREADS;
 
 layout(push_constant) uniform Push {
     uint num_items;        // N
@@ -106,8 +118,8 @@ void main() {
 
     // One flat array: NVIDIA's compiler kept a two-dimensional one in local
     // memory (the driver's statistics), which cost 30x of the f64 rate.
-    double acc[TM * TN];
-    [[unroll]] for (uint mn = 0u; mn < TM * TN; ++mn) acc[mn] = 0.0lf;
+    double acc[ACC_SLOTS];
+    [[unroll]] for (uint mn = 0u; mn < ACC_SLOTS; ++mn) acc[mn] = 0.0lf;
     load_slices(i0, j0, 0u, flat_id);
     for (uint d0 = 0u; d0 < pc.dim; d0 += SLICE) {
         store_slices(flat_id);

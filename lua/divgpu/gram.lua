@@ -107,9 +107,16 @@ local function build_g(self, ctx, e, rows_table, opts)
             tiling.shared_bytes, ctx.info.name, ctx.info.max_shared_memory), 3)
     end
     self.build_tiling = tiling
-    local builder = kernel.new(ctx, GRAM_BUILD, {
-        defines = merged(opts.build_defines, self.underflow),
-        constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice } })
+    local defines = merged(opts.build_defines, self.underflow)
+    local constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice,
+                        acc_slots = tiling.acc_slots, stage = tiling.stage }
+    if (opts.build_tiling or {}).compiled then
+        -- The same tiling as compile-time constants (a measured alternative).
+        defines = merged(defines, { DIVGPU_BUILD_TILING = 1, BUILD_WX = tiling.wx, BUILD_WY = tiling.wy,
+                                    BUILD_TM = tiling.tm, BUILD_TN = tiling.tn, BUILD_SLICE = tiling.slice })
+        constants = nil
+    end
+    local builder = kernel.new(ctx, GRAM_BUILD, { defines = defines, constants = constants })
     self.builder = builder
     local group = builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
                                  g_blocks = self.g_block_table }, self.g_blocks)

@@ -4,8 +4,9 @@ return {
     shader = "gram_build",
     bindings = { "embeddings", "inv_norm", "g_blocks" },  -- rows layout; G''s blocks by device address
     push = { "num_items", "dim", "tile_row_begin", "tile_row_end", "block_rows" },
-    constants = { wx = 0, wy = 1, tm = 2, tn = 3, slice = 4 },
-    --- A tiling: wx x wy threads, tm x tn entries each, slice dims per stage.
+    constants = { wx = 0, wy = 1, tm = 2, tn = 3, slice = 4, acc_slots = 5, stage = 6 },
+    --- A tiling: wx x wy threads, tm x tn entries each, slice dims per stage
+    --- (compiled = true: as compile-time constants, the DIVGPU_BUILD_TILING variant).
     --- Raises on a shape the kernel cannot run (tiles must be square and the
     --- staging even).
     tiling = function(t)
@@ -17,6 +18,7 @@ return {
             error(string.format("gram_build: a %d x %d slice does not split over %d threads", tile, t.slice, t.wx * t.wy), 3)
         end
         return { wx = t.wx, wy = t.wy, tm = t.tm, tn = t.tn, slice = t.slice, tile = tile,
+                 acc_slots = t.tm * t.tn, stage = tile * t.slice / (t.wx * t.wy),
                  shared_bytes = 2 * t.slice * tile * 8 }
     end,
 }
