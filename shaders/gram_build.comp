@@ -101,6 +101,56 @@ void store_slices(uint flat_id) {
     }
 }
 
+// One term of an entry's sum: the product of two f32 is exact in f64, so
+// the fma rounds once, as a sum of exact products does, d ascending.
+double product_sum(double x, double y, double acc) {
+#if DIVGPU_GRAM_BUILD_PERTURB == 1
+    return acc + double(float(x * y));  // Twin: products rounded to f32 before the f64 sum.
+#else
+    return fma(x, y, acc);
+#endif
+}
+
+#ifdef DIVGPU_BUILD_TILING
+// The microtile as TM x TN named scalars (acc_m_n), spelled out by the
+// preprocessor: no array the compiler could leave in local memory.
+#define LIST_1(F) F(0)
+#define LIST_2(F) F(0) F(1)
+#define LIST_4(F) F(0) F(1) F(2) F(3)
+#define LIST_8(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7)
+#define PAIRS_1(F, m) F(m, 0)
+#define PAIRS_2(F, m) F(m, 0) F(m, 1)
+#define PAIRS_4(F, m) F(m, 0) F(m, 1) F(m, 2) F(m, 3)
+#define PAIRS_8(F, m) F(m, 0) F(m, 1) F(m, 2) F(m, 3) F(m, 4) F(m, 5) F(m, 6) F(m, 7)
+#define TRANSPOSED_1(F, n) F(0, n)
+#define TRANSPOSED_2(F, n) F(0, n) F(1, n)
+#define TRANSPOSED_4(F, n) F(0, n) F(1, n) F(2, n) F(3, n)
+#define TRANSPOSED_8(F, n) F(0, n) F(1, n) F(2, n) F(3, n) F(4, n) F(5, n) F(6, n) F(7, n)
+#define EXPAND(a, b) a##b
+#define LIST(k) EXPAND(LIST_, k)
+#define PAIRS(k) EXPAND(PAIRS_, k)
+#define TRANSPOSED(k) EXPAND(TRANSPOSED_, k)
+#define ROWS(F) LIST(BUILD_TM)(F)
+#define COLUMNS(F) LIST(BUILD_TN)(F)
+
+#define DECLARE_ONE(m, n) double acc_##m##_##n = 0.0lf;
+#define DECLARE_ROW(m) PAIRS(BUILD_TN)(DECLARE_ONE, m)
+#define LOAD_X(m) const double x_##m = panel_i[d][ty + m * WY];
+#define LOAD_Y(n) const double y_##n = panel_j[d][tx + n * WX];
+#define FMA_ONE(m, n) acc_##m##_##n = product_sum(x_##m, y_##n, acc_##m##_##n);
+#define FMA_ROW(m) PAIRS(BUILD_TN)(FMA_ONE, m)
+#define LOAD_INV_J(n) const float inv_j_##n = j0 + tx + n * WX < pc.num_items ? inv_norm[j0 + tx + n * WX] : 0.0;
+#define LOAD_INV_I(m) const float inv_i_##m = i0 + ty + m * WY < pc.num_items ? inv_norm[i0 + ty + m * WY] : 0.0;
+#define STORE_ONE(m, n) if (j0 + tx + n * WX < pc.num_items) row.g[j0 + tx + n * WX] = scaled(acc_##m##_##n, inv_j_##n);
+#define STORE_ROW(m) if (i0 + ty + m * WY < pc.num_items) { GRow row = g_row(i0 + ty + m * WY); PAIRS(BUILD_TN)(STORE_ONE, m) }
+#define MIRROR_ONE(m, n) if (i0 + ty + m * WY < pc.num_items) row.g[i0 + ty + m * WY] = scaled(acc_##m##_##n, inv_i_##m);
+#define MIRROR_COLUMN(n) if (j0 + tx + n * WX < pc.num_items) { GRow row = g_row(j0 + tx + n * WX); TRANSPOSED(BUILD_TM)(MIRROR_ONE, n) }
+#else
+// The microtile, at module scope (as gram.comp's register page, which the
+// driver keeps in registers).
+double acc[ACC_SLOTS];
+#endif
+
 // The stored entry: the f64 dot product times inv, rounded once to f32.
 float scaled(double dot, float inv) {
     // May flush where denormals are not kept: gram.comp's G_ETA covers it.
@@ -116,10 +166,11 @@ void main() {
     const uint flat_id = ty * WX + tx;
     const uint i0 = bi * TILE, j0 = bj * TILE;
 
-    // One flat array: NVIDIA's compiler kept a two-dimensional one in local
-    // memory (the driver's statistics), which cost 30x of the f64 rate.
-    double acc[ACC_SLOTS];
+#ifdef DIVGPU_BUILD_TILING
+    ROWS(DECLARE_ROW)
+#else
     [[unroll]] for (uint mn = 0u; mn < ACC_SLOTS; ++mn) acc[mn] = 0.0lf;
+#endif
     load_slices(i0, j0, 0u, flat_id);
     for (uint d0 = 0u; d0 < pc.dim; d0 += SLICE) {
         store_slices(flat_id);
@@ -127,29 +178,33 @@ void main() {
         barrier();
         if (d0 + SLICE < pc.dim) load_slices(i0, j0, d0 + SLICE, flat_id);
         [[unroll]] for (uint d = 0u; d < SLICE; ++d) {
+#ifdef DIVGPU_BUILD_TILING
+            ROWS(LOAD_X)
+            COLUMNS(LOAD_Y)
+            ROWS(FMA_ROW)
+#else
             double x[TM], y[TN];
             [[unroll]] for (uint m = 0u; m < TM; ++m) x[m] = panel_i[d][ty + m * WY];
             [[unroll]] for (uint n = 0u; n < TN; ++n) y[n] = panel_j[d][tx + n * WX];
             [[unroll]] for (uint m = 0u; m < TM; ++m) {
-                [[unroll]] for (uint n = 0u; n < TN; ++n) {
-#if DIVGPU_GRAM_BUILD_PERTURB == 1
-                    // Twin: products rounded to f32 before the f64 sum.
-                    acc[m * TN + n] += double(float(x[m] * y[n]));
-#else
-                    // The product of two f32 is exact in f64: one rounding, as
-                    // in a sum of exact products, d ascending.
-                    acc[m * TN + n] = fma(x[m], y[n], acc[m * TN + n]);
-#endif
-                }
+                [[unroll]] for (uint n = 0u; n < TN; ++n) acc[m * TN + n] = product_sum(x[m], y[n], acc[m * TN + n]);
             }
+#endif
         }
         // Orders this slice's reads before the next slice overwrites the panels.
         barrier();
     }
 
-    // G'[i][j] = G_ij * inv_j, d ascending in every sum: the tile ... (No
-    // `continue` in these loops: NVIDIA's compiler then left them rolled, and
-    // the accumulators in local memory.)
+    // G'[i][j] = G_ij * inv_j, d ascending in every sum: the tile, and off
+    // the diagonal its mirror G'[j][i] = G_ij * inv_i. (No `continue` in these
+    // loops: NVIDIA's compiler then left them rolled.)
+#ifdef DIVGPU_BUILD_TILING
+    COLUMNS(LOAD_INV_J)
+    ROWS(LOAD_INV_I)
+    ROWS(STORE_ROW)
+    if (bi == bj) return;  // a diagonal tile holds both triangles of its own square
+    COLUMNS(MIRROR_COLUMN)
+#else
     float inv_j[TN], inv_i[TM];
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
         const uint j = j0 + tx + n * WX;
@@ -167,7 +222,6 @@ void main() {
         }
     }
     if (bi == bj) return;  // a diagonal tile holds both triangles of its own square
-    // ... and its mirror, G'[j][i] = G_ij * inv_i.
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
         const uint j = j0 + tx + n * WX;
         if (j < pc.num_items) {
@@ -178,4 +232,5 @@ void main() {
             }
         }
     }
+#endif
 }
