@@ -88,11 +88,13 @@ local function merged(a, b)
     return m
 end
 
--- G's build tiling per device kind: 128 x 128 tiles of 8 x 8 f64 entries a
--- thread on a GPU (bench/gram_build_tiles.lua measures others); small tiles
--- on a CPU device, whose "threads" are loop iterations.
+-- G's build tiling per device kind. A GPU: 64 x 64 tiles of 8 x 4 f64
+-- entries a thread, as compile-time constants (the shipped variant
+-- gram_build-16x8x8x4x8): the fastest of four tilings measured on the H200
+-- (bench/gram_tune.lua; bench/RESULTS.md). A CPU device, whose "threads" are
+-- loop iterations: small tiles, by specialization constants.
 local BUILD_TILING = {
-    gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8 },
+    gpu = { wx = 16, wy = 8, tm = 8, tn = 4, slice = 8, compiled = true },
     cpu = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8 },
 }
 
@@ -107,16 +109,25 @@ local function build_g(self, ctx, e, rows_table, opts)
             tiling.shared_bytes, ctx.info.name, ctx.info.max_shared_memory), 3)
     end
     self.build_tiling = tiling
-    local defines = merged(opts.build_defines, self.underflow)
+    local asked = opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"]
+    local variant, defines = "gram_build", merged(opts.build_defines, self.underflow)
     local constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice,
                         acc_slots = tiling.acc_slots, stage = tiling.stage }
-    if (opts.build_tiling or {}).compiled then
-        -- The same tiling as compile-time constants (a measured alternative).
-        defines = merged(defines, { DIVGPU_BUILD_TILING = 1, BUILD_WX = tiling.wx, BUILD_WY = tiling.wy,
-                                    BUILD_TM = tiling.tm, BUILD_TN = tiling.tn, BUILD_SLICE = tiling.slice })
+    if asked.compiled then
+        -- The tiling as compile-time constants: the shipped variant of that
+        -- name where there is one, else compiled now.
+        local name = string_format("gram_build-%dx%dx%dx%dx%d", tiling.wx, tiling.wy, tiling.tm, tiling.tn, tiling.slice)
+        local shipped = false
+        for _, n in ipairs(divgpu.shader_names()) do shipped = shipped or n == name end
+        if shipped then
+            variant = name
+        else
+            defines = merged(defines, { DIVGPU_BUILD_TILING = 1, BUILD_WX = tiling.wx, BUILD_WY = tiling.wy,
+                                        BUILD_TM = tiling.tm, BUILD_TN = tiling.tn, BUILD_SLICE = tiling.slice })
+        end
         constants = nil
     end
-    local builder = kernel.new(ctx, GRAM_BUILD, { defines = defines, constants = constants })
+    local builder = kernel.new(ctx, GRAM_BUILD, { variant = variant, defines = defines, constants = constants })
     self.builder = builder
     local group = builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
                                  g_blocks = self.g_block_table }, self.g_blocks)
@@ -170,6 +181,11 @@ end
 -- code, where a small page keeps that fast.
 local REG_MAX = { gpu = 40, cpu = 8 }
 
+-- Threads per sequence on a GPU: 512 ran the seed batch in 2.38 s of H200
+-- GPU time against 2.44 s at 384 and 2.84 s at 256 (one call,
+-- bench/RESULTS.md): the register page fits 128 registers a thread.
+local GPU_WORKGROUP = 512
+
 -- Window members whose rows are staged for their chains, at most: the seed
 -- table's windows hold 2.1 on average and 15 at most (bench/RESULTS.md).
 local STAGE_ROWS_MAX = 8
@@ -219,7 +235,8 @@ function _M.job(ctx, e, opts)
     local layout = opts.layout or "rows"
     if layout ~= "rows" and layout ~= "columns" then error("gram.job: unknown layout '" .. tostring(layout) .. "'", 2) end
     local kind = info.type == "cpu" and "cpu" or "gpu"
-    local wg = opts.workgroup_size or vk.default_workgroup(info)
+    local wg = opts.workgroup_size or (kind == "gpu" and min(GPU_WORKGROUP, info.max_workgroup_invocations,
+                                                                  info.max_workgroup_size) or vk.default_workgroup(info))
     local capacity = opts.window_capacity or wg
     local check = opts.defines and opts.defines.DIVGPU_GRAM_CHECK
     local subgroup_slots = ceil(wg / max(1, info.subgroup_size))
