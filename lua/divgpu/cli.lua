@@ -402,13 +402,14 @@ end
 _M.write_stdout = write_stdout
 
 --- The lock of --out (OUT.lock), taken before the table is read, so a second
---- run on the same output is refused at once (or waits with --wait).
+--- run on the same output is refused at once (or waits with --wait). Its
+--- notes (a wait, a stale lock taken over) are printed even with --quiet.
 local function lock_output(divgpu, a)
     if a.out == "-" then return nil end
     local lock = divgpu.lock(a.out, { wait = a.wait, on_wait = function(msg)
-        if not a.quiet then io_stderr:write("divgpu: ", msg, " (--wait)\n") io_stderr:flush() end
+        io_stderr:write("divgpu: ", msg, " (--wait)\n") io_stderr:flush()
     end })
-    if lock.note and not a.quiet then io_stderr:write("divgpu: ", lock.note, "\n") end
+    if lock.note then io_stderr:write("divgpu: ", lock.note, "\n") end
     return lock
 end
 
@@ -446,9 +447,8 @@ function cmd_run_locked(a, divgpu, held)
     local cp = divgpu.checkpoint(a.out, { contract = CONTRACT[precision], table = e, length = length,
                                           starts = starts, restart = a.restart, shard = shard, lock = held.lock })
     held.cp, held.lock = cp, nil
-    if not a.quiet then
-        for _, note in ipairs(cp.notes) do io_stderr:write("divgpu: ", note, "\n") end
-    end
+    -- Batches that failed their check are said even with --quiet.
+    for _, note in ipairs(cp.notes) do io_stderr:write("divgpu: ", note, "\n") end
     if shard and not a.quiet then
         io_stderr:write(string_format("divgpu: shard %d/%d: starts at positions %d..%d of %d, written as a part for 'divgpu merge'\n",
             shard.index, shard.count, shard.first, shard.first + #starts - 1, #shard.starts))
