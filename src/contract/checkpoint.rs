@@ -285,12 +285,13 @@ impl Checkpoint {
         shard::head(&self.header(), self.state.shard.as_ref())
     }
 
-    /// The state on disk, checked against this job: Err(why) when it cannot
-    /// be resumed.
+    /// The state on disk, checked against this job: None where there is none
+    /// (a run killed before its first summary: `sequences.part`'s header
+    /// then tells the job), Err(why) when it cannot be resumed.
     fn read_state(&self) -> std::result::Result<Option<State>, String> {
         let text = match fs::read(self.dir.join(STATE)) {
             Ok(t) => t,
-            Err(_) if !self.dir.join(PART).exists() => return Ok(None), // nothing committed
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("{STATE} cannot be read ({e})")),
         };
         let disk: State = serde_json::from_slice(&text).map_err(|e| format!("{STATE} is damaged ({e})"))?;
@@ -340,7 +341,7 @@ impl Checkpoint {
     /// work is kept, false when there is nothing to resume, Err(why) when it
     /// cannot be resumed.
     fn resume(&mut self, head: &[u8]) -> std::result::Result<bool, String> {
-        let Some(disk) = self.read_state()? else { return Ok(false) };
+        let disk = self.read_state()?;
         let mut part = match open_own(&self.dir.join(PART)) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
@@ -358,11 +359,11 @@ impl Checkpoint {
         let failed_before = self.notes.len();
         let (done, bytes, log_len) = self.verify_batches(&mut part, &mut log, head.len() as u64)?;
         // (Where a batch failed, its note says it all.)
-        if disk.done > done && self.notes.len() == failed_before {
+        let claimed = disk.map_or(0, |d| d.done);
+        if claimed > done && self.notes.len() == failed_before {
             self.notes.push(format!(
-                "{}: {STATE} says {} sequences are done, but its batch records prove {done}: resuming from {done}",
-                display(&self.dir),
-                disk.done
+                "{}: {STATE} says {claimed} sequences are done, but its batch records prove {done}: resuming from {done}",
+                display(&self.dir)
             ));
         }
         // Drop what is not proven: bytes past the last good batch, records after it.
@@ -801,6 +802,19 @@ mod tests {
         let d = tmp("untouched");
         let out = two_batches(&d);
         assert!(resume_and_finish(&d, &out, 3).is_empty());
+    }
+
+    #[test]
+    fn a_kill_before_the_first_summary_resumes_from_the_records() {
+        let d = tmp("nostate");
+        let out = two_batches(&d);
+        fs::remove_file(d.join("out.json.checkpoint").join(STATE)).unwrap();
+        assert!(resume_and_finish(&d, &out, 3).is_empty());
+        // Twin: the header still tells the job: another table is refused.
+        let out = two_batches(&tmp("nostate-other"));
+        fs::remove_file(PathBuf::from(format!("{out}.checkpoint")).join(STATE)).unwrap();
+        let e = Checkpoint::open(&out, &header(3, "bb"), &STARTS, false).err().unwrap().to_string();
+        assert!(e.contains("does not start with this run's cache header"), "{e}");
     }
 
     #[test]

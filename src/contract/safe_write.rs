@@ -250,10 +250,60 @@ pub fn sync_folder(folder: &Path) -> Result<()> {
 /// Syncs `file` (written at `from`), renames it onto the target, syncs the
 /// folder: the commit of every output, the checkpoint's finished cache too.
 pub fn install(file: &File, from: &Path, target: &Target) -> Result<()> {
-    let from_name = from.display().to_string();
-    file.sync_all().map_err(|e| Error::io(&from_name, e))?;
-    fs::rename(from, &target.file).map_err(|e| Error::io(target.describe(), e))?;
+    let failed = |step: &str, e: std::io::Error| {
+        Error::input(target.describe(), format!("{step} failed ({e}); the old file is kept, {} is removed", from.display()))
+    };
+    fault::at(fault::Step::Sync).and_then(|()| file.sync_all()).map_err(|e| failed("sync", e))?;
+    fault::at(fault::Step::Rename).and_then(|()| fs::rename(from, &target.file)).map_err(|e| failed("rename", e))?;
     sync_folder(&target.folder)
+}
+
+/// Faults of the commit for the tests: with the cargo feature
+/// `fault-injection` (build/fault/divgpu.so, never shipped),
+/// `divgpu.inject_write_fault(kind)` makes the next commit's sync
+/// ("write-sync": EIO) or rename ("write-rename": ENOSPC) fail, as a failing
+/// disk would; without the feature `at` is always Ok and compiles away.
+pub mod fault {
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Step {
+        Sync = 1,
+        Rename = 2,
+    }
+
+    #[cfg(feature = "fault-injection")]
+    static ARMED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+    /// Arms one fault (replacing any armed one); it fires once.
+    #[cfg(feature = "fault-injection")]
+    pub fn arm(kind: &str) -> crate::error::Result<()> {
+        let step = match kind {
+            "write-sync" => Step::Sync as u8,
+            "write-rename" => Step::Rename as u8,
+            "none" => 0,
+            other => {
+                return Err(crate::error::Error::Usage(format!(
+                    "inject_write_fault: unknown fault '{other}' (write-sync, write-rename or none)"
+                )))
+            }
+        };
+        ARMED.store(step, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Err (once) where the fault armed is `step`'s.
+    #[inline]
+    pub fn at(step: Step) -> std::io::Result<()> {
+        #[cfg(feature = "fault-injection")]
+        {
+            use std::sync::atomic::Ordering::SeqCst;
+            if ARMED.compare_exchange(step as u8, 0, SeqCst, SeqCst).is_ok() {
+                let errno = if step == Step::Sync { libc::EIO } else { libc::ENOSPC };
+                return Err(std::io::Error::from_raw_os_error(errno));
+            }
+        }
+        let _ = step;
+        Ok(())
+    }
 }
 
 /// An output being written: a temporary file beside its target, renamed onto

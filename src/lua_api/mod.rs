@@ -128,6 +128,12 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
     // divgpu.inject_fault(kind): only in the fault-injection build (tests).
     #[cfg(feature = "fault-injection")]
     m.set("inject_fault", lua.create_function(|_, kind: String| Ok(crate::vk::fault::arm(&kind)?))?)?;
+    // divgpu.inject_write_fault(kind): the next commit's sync or rename fails (tests).
+    #[cfg(feature = "fault-injection")]
+    m.set(
+        "inject_write_fault",
+        lua.create_function(|_, kind: String| Ok(crate::contract::safe_write::fault::arm(&kind)?))?,
+    )?;
 
     // divgpu.convert_fp16(json_path) -> bin_path, meta_path
     m.set(
