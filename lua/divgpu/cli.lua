@@ -849,7 +849,7 @@ local function build_parser()
         .. "instead of refusing it. A checkpoint of this same job is resumed without it.")
     run:flag("--quiet", "No progress or summary on stderr.")
     run:option("--stats", "Write per-chunk figures (steps, speed, GPU time; gram: windows, fallbacks) to this "
-        .. "file as JSON lines (README \"File formats\"), streamed to STATS.part and renamed at the end.")
+        .. "file as JSON lines (README \"File formats\"), streamed to a temporary beside it and renamed at the end.")
 
     local convert = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json.")
     convert:argument("embeddings", "The embeddings.json to convert.")
