@@ -300,6 +300,18 @@ local function stats_writer(a, e, contexts, method, method_note, shape, precisio
     })
 end
 
+--- Commits the --stats file of a run that ended (`stats`), or removes it
+--- after an error (`stats` false). A stats file that cannot be written ends
+--- the run with an error; the sequences stay in the checkpoint.
+local function close_stats(recorder, stats, cp)
+    if not stats then return recorder:abort() end
+    local written, why = pcall(recorder.finish, recorder, stats)
+    if not written then
+        fail("%s (%d of %d sequences are kept in %s: run the same command again to write the cache)",
+            first_line(why), cp.done, cp.total, cp.path)
+    end
+end
+
 --- Runs the starts the checkpoint `cp` does not have yet, committing each
 --- finished batch to it; SIGINT and SIGTERM stop the run at a chunk boundary
 --- (stats.stopped names the signal).
@@ -372,16 +384,7 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     })
     divgpu.catch_signals(false)
     finish()
-    if recorder and ok then
-        -- A stats file that cannot be written ends the run (the sequences are kept).
-        local written, why = pcall(recorder.finish, recorder, stats)
-        if not written then
-            fail("%s (%d of %d sequences are kept in %s: run the same command again to write the cache)",
-                first_line(why), cp.done, cp.total, cp.path)
-        end
-    elseif recorder then
-        recorder:abort()
-    end
+    if recorder then close_stats(recorder, ok and stats, cp) end
     if not ok then
         if a.out ~= "-" and cp.done > 0 then
             fail("%s (%d of %d sequences are kept in %s: run the same command again to resume)",

@@ -190,15 +190,17 @@ impl Lock {
             return Ok(Found::Gone); // released (or taken over) meanwhile: look again
         }
         let holder = read_record(&mut file);
-        let stale = flocked != Some(false)
-            && holder.as_ref().is_some_and(|h| h.host == me.host && h.pid != me.pid && !process_alive(h.pid));
-        match holder {
-            Some(old) if stale => {
-                write_record(&mut file, me).map_err(|e| Error::io(&name, e))?;
-                Ok(Found::Stale(Lock { path: path.to_path_buf(), file }, old))
-            }
-            holder => Ok(Found::Held(holder)),
+        let stale = match &holder {
+            Some(h) => flocked != Some(false) && h.host == me.host && h.pid != me.pid && !process_alive(h.pid),
+            // Unreadable (a takeover cut by a crash): stale only where our flock proves no holder.
+            None => flocked == Some(true),
+        };
+        if !stale {
+            return Ok(Found::Held(holder));
         }
+        let old = holder.unwrap_or_else(|| Holder { host: "unknown (an unreadable record)".into(), pid: 0, started: 0 });
+        write_record(&mut file, me).map_err(|e| Error::io(&name, e))?;
+        Ok(Found::Stale(Lock { path: path.to_path_buf(), file }, old))
     }
 
     pub fn path(&self) -> &Path {
@@ -258,8 +260,13 @@ mod tests {
         fs::write(&path, serde_json::to_string(&elsewhere).unwrap()).unwrap();
         let e = Lock::acquire(&path, false, |_| {}).unwrap_err().to_string();
         assert!(e.contains("host another-machine") && e.contains(&format!("remove {}", path.display())), "{e}");
+        // A record cut by a crash, with no flock on it: nobody holds it.
+        fs::write(&path, "{\"host\":").unwrap();
+        let (lock, taken) = Lock::acquire(&path, false, |_| {}).unwrap();
+        assert!(matches!(&taken, Taken::Stale(h) if h.pid == 0), "{taken:?}");
+        drop(lock);
         // A planted link is refused, and its target left alone.
-        fs::remove_file(&path).unwrap();
+        assert!(!path.exists(), "released");
         fs::write(d.join("victim"), "mine").unwrap();
         std::os::unix::fs::symlink(d.join("victim"), &path).unwrap();
         assert!(Lock::acquire(&path, false, |_| {}).unwrap_err().to_string().contains("symbolic link"));
