@@ -117,7 +117,8 @@ def bad_variants(site, cache, n):
     os.makedirs(bad)
     # A cache of its first three starts (format 2 records their count and sha256).
     firsts = b"".join(struct.pack("<I", seq[0]) for seq in cache["sequences"][:3])
-    small = dict(cache, sequences=cache["sequences"][:3], starts_count=3, starts_sha256=hashlib.sha256(firsts).hexdigest())
+    small = dict(cache, version=2, sequences=cache["sequences"][:3], starts_count=3,
+                 starts_sha256=hashlib.sha256(firsts).hexdigest(), divgpu_version=cache.get("divgpu_version", "0.1.0"))
 
     def write(name, obj=None, text=None):
         with open(os.path.join(bad, name), "w", encoding="utf-8") as f:
