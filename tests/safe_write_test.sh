@@ -40,6 +40,10 @@ check "the device node is still a character device" test -c "$tmp/null"
 ln -s fifo "$tmp/to-fifo"
 fast_fail "run --out a link to a FIFO" "--out $tmp/to-fifo (a link to $tmp/fifo): a FIFO" $divgpu run "${small[@]}" --out "$tmp/to-fifo"
 check "the link to the FIFO stays a link" test -L "$tmp/to-fifo"
+# /dev/stdout on a pipe is a link to /proc/PID/fd/pipe:[N]: no place for a file.
+out=$($divgpu run "${small[@]}" --out /dev/stdout 2>"$tmp/stdout.err" | cat); rc=${PIPESTATUS[0]}
+[ $rc -ne 0 ] && [ -z "$out" ] && [ "$(wc -l <"$tmp/stdout.err")" -eq 1 ] && grep -q "takes no new file (.*); for standard output give -" "$tmp/stdout.err" \
+    && ok "run --out /dev/stdout on a pipe is refused in one line" || not_ok "run --out /dev/stdout on a pipe is refused in one line (exit $rc)" "$(cat "$tmp/stdout.err")"
 mkdir "$tmp/dir"
 fast_fail "run --out a folder" "--out $tmp/dir: a folder, not a regular file" $divgpu run "${small[@]}" --out "$tmp/dir"
 fast_fail "run --out under a missing folder" "folder $tmp/missing does not exist" $divgpu run "${small[@]}" --out "$tmp/missing/c.json"

@@ -166,6 +166,15 @@ fn check_writable(t: &Target) -> Result<()> {
         };
         return Err(Error::input(t.describe(), format!("folder {} {why}", t.folder.display())));
     }
+    // The proof: a temporary made and removed there (a folder like
+    // /proc/self/fd, the target of /dev/stdout on a pipe, passes the mode bits
+    // but takes no file).
+    if let Err(e) = tempfile::Builder::new().prefix(&temp_prefix()).tempfile_in(&t.folder) {
+        return Err(Error::input(
+            t.describe(),
+            format!("folder {} takes no new file ({e}); for standard output give -", t.folder.display()),
+        ));
+    }
     let folder_meta = fs::metadata(&t.folder).map_err(|e| Error::io(t.folder.display().to_string(), e))?;
     if let Ok(meta) = fs::metadata(&t.file) {
         // SAFETY: geteuid has no preconditions.
