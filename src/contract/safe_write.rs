@@ -166,15 +166,6 @@ fn check_writable(t: &Target) -> Result<()> {
         };
         return Err(Error::input(t.describe(), format!("folder {} {why}", t.folder.display())));
     }
-    // The proof: a temporary made and removed there (a folder like
-    // /proc/self/fd, the target of /dev/stdout on a pipe, passes the mode bits
-    // but takes no file).
-    if let Err(e) = tempfile::Builder::new().prefix(&temp_prefix()).tempfile_in(&t.folder) {
-        return Err(Error::input(
-            t.describe(),
-            format!("folder {} takes no new file ({e}); for standard output give -", t.folder.display()),
-        ));
-    }
     let folder_meta = fs::metadata(&t.folder).map_err(|e| Error::io(t.folder.display().to_string(), e))?;
     if let Ok(meta) = fs::metadata(&t.file) {
         // SAFETY: geteuid has no preconditions.
@@ -410,6 +401,19 @@ fn write_stdout(
     w.flush().map_err(|e| Error::input("standard output", format!("write failed: {e}")))
 }
 
+/// The proof, before any work, that the target's folder takes a file: a
+/// temporary made and removed there (a folder like /proc/self/fd, where
+/// /dev/stdout on a pipe leads, passes the mode bits but takes no file).
+fn probe(t: &Target) -> Result<()> {
+    match tempfile::Builder::new().prefix(&temp_prefix()).tempfile_in(&t.folder) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::input(
+            t.describe(),
+            format!("folder {} takes no new file ({e}); for standard output give -", t.folder.display()),
+        )),
+    }
+}
+
 /// A file's identity: device and inode.
 fn identity(path: &Path) -> Option<(u64, u64)> {
     fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
@@ -434,7 +438,9 @@ pub fn check_files(outputs: &[Named], inputs: &[Named], stdout_ok: bool) -> Resu
             targets.push(None);
             continue;
         }
-        let t = resolve(out.path).map_err(|e| Error::Usage(format!("{} {e}", out.option)))?;
+        let named = |e: Error| Error::Usage(format!("{} {e}", out.option));
+        let t = resolve(out.path).map_err(named)?;
+        probe(&t).map_err(named)?;
         let same = |path: &str| {
             let p = Path::new(path);
             fs::canonicalize(p).is_ok_and(|c| c == t.file) || identity(p).is_some_and(|id| identity(&t.file) == Some(id))
