@@ -33,9 +33,12 @@ for t in real synth; do
     cp "$tmp/$t/cache.json" "$out/cache/$t.json"
     # The fp16 target's input: meta, NUL, .bin. The meta names the sha256 the
     # target's JSON has (src/contract/fuzz.rs), so the checks past it are
-    # reached; the unedited meta is kept too (the stale-file path).
+    # reached, and its shape_and_bin_sha256 is the slot the target fills
+    # (@CHECKSUM@, src/contract/fuzz.rs); the unedited meta is kept too (the
+    # stale-file path).
     sha=$(sha256sum "$tmp/$t/embeddings.json" | cut -d' ' -f1)
-    { sed "s/$sha/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855/" "$tmp/$t/embeddings_fp16.meta.json"
+    { sed -e "s/$sha/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855/" \
+          -e 's/"shape_and_bin_sha256": "[0-9a-f]*"/"shape_and_bin_sha256": "@CHECKSUM@"/' "$tmp/$t/embeddings_fp16.meta.json"
       printf '\0'; cat "$tmp/$t/embeddings_fp16.bin"; } >"$out/fp16/$t.bin"
     { cat "$tmp/$t/embeddings_fp16.meta.json"; printf '\0'; cat "$tmp/$t/embeddings_fp16.bin"; } >"$out/fp16/$t-stale.bin"
 done

@@ -2,42 +2,11 @@
 # End-to-end tests of bin/divgpu: run -> verify, errors as one line starting
 # "divgpu:" with a non-zero exit and existing outputs left untouched, --help,
 # and no validation-layer message anywhere (DIVGPU_VALIDATION=1 from make).
+# The safe write path's own cases (links, FIFOs, devices, locks, tampering,
+# full disks): tests/safe_write_test.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-divgpu=bin/divgpu
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's/^/    /' <<<"$2"; }
-
-# expect_fail NAME EXPECTED_TEXT CMD...: non-zero exit, one stderr line
-# "divgpu: ..." containing EXPECTED_TEXT and no Lua file:line, no validation message.
-expect_fail() {
-    local name=$1 want=$2; shift 2
-    local err rc
-    err=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 0 ] && [ "$(wc -l <<<"$err")" -eq 1 ] && [[ $err == divgpu:* ]] && [[ $err == *"$want"* ]] \
-        && [[ $err != *".lua:"* ]]; then
-        ok "$name"
-    else
-        not_ok "$name (exit $rc)" "$err"
-    fi
-}
-
-# expect_ok NAME CMD...: exit 0 and no validation message on stderr.
-expect_ok() {
-    local name=$1; shift
-    local out rc
-    out=$("$@" 2>"$tmp/stderr"); rc=$?
-    if [ $rc -eq 0 ] && ! grep -q "vulkan validation" "$tmp/stderr"; then
-        ok "$name"
-    else
-        not_ok "$name (exit $rc)" "$(cat "$tmp/stderr")"
-    fi
-    printf '%s' "$out" >"$tmp/stdout"
-}
+source tests/lib.sh
 
 for cmd in "" run verify synth info bench; do
     expect_ok "help: divgpu $cmd --help" $divgpu $cmd --help
@@ -53,7 +22,8 @@ expect_ok "run writes the cache" $divgpu run --embeddings "$tmp/e.json" --out "$
 python3 - "$tmp/cache.json" <<'PY' && ok "cache has the SPEC fields" || not_ok "cache has the SPEC fields"
 import json, sys
 c = json.load(open(sys.argv[1]))
-assert c["format"] == "divgpu-diversity-cache" and c["version"] == 1 and c["contract"] == "fp32"
+assert c["format"] == "divgpu-diversity-cache" and c["version"] == 2 and c["contract"] == "fp32"
+assert c["starts_count"] == 40 and len(c["starts_sha256"]) == 64 and c["divgpu_version"]
 assert c["num_items"] == 300 and c["dim"] == 16 and c["length"] == 60 and len(c["embeddings_sha256"]) == 64
 assert len(c["sequences"]) == 40 and all(s[0] == i and len(set(s)) == 60 for i, s in enumerate(c["sequences"]))
 PY
@@ -242,7 +212,7 @@ err=$(DIVGPU_DEBUG=1 "${run_keep[@]/e.json/big.json}" --method direct --workgrou
     || not_ok "twin: the raw library error names a Lua file:line" "$err"
 
 [ "$(cat "$tmp/keep.json")" = "precious" ] && ok "failed runs left the existing output untouched" || not_ok "failed runs left the existing output untouched"
-ls -a "$tmp" | grep -q '\.tmp$' && not_ok "no temporary files left behind" || ok "no temporary files left behind"
+ls -A "$tmp" | grep -q '^\.divgpu-tmp' && not_ok "no temporary files left behind" || ok "no temporary files left behind"
 
 # Interrupting and resuming: each finished batch is committed to OUT.checkpoint/;
 # SIGINT/SIGTERM stop at a chunk boundary with one line, kill -9 loses at most
@@ -253,8 +223,6 @@ $divgpu synth --n 600 --dim 8 --seed 4 --out "$tmp/r4.json" >/dev/null
 job=(--embeddings "$tmp/r.json" --starts 0:48 --length 600 --batch 4 --target-ms 20)
 expect_ok "an uninterrupted run (the reference)" $divgpu run "${job[@]}" --out "$tmp/whole.json" --quiet
 [ -e "$tmp/whole.json.checkpoint" ] && not_ok "a finished run leaves no checkpoint" || ok "a finished run leaves no checkpoint"
-
-committed() { sed -n 's/^ *"done": \([0-9]*\).*/\1/p' "$1/state.json" 2>/dev/null | grep . || echo 0; }
 
 # start_and_signal OUT SIGNAL...: starts the job writing OUT (an existing file
 # "precious"), polls until a batch is committed (30 s at most), sends each
@@ -354,23 +322,42 @@ grep -q "^divgpu: resuming from $tmp/mix.json.checkpoint" "$tmp/stderr" && cmp -
     && ok "a resume with another --method and --batch gives identical bytes" \
     || not_ok "a resume with another --method and --batch gives identical bytes" "$(cat "$tmp/stderr")"
 
-# Twin of the byte comparisons: a committed sequence altered on disk (two
-# winners swapped, same length) reaches the cache, and cmp and verify see it.
-start_and_signal "$tmp/tamper.json" INT
-python3 - "$tmp/tamper.json.checkpoint/sequences.part" <<'PY'
-import sys
-p = sys.argv[1]
-lines = open(p).read().split("\n")
+# A committed sequence altered on disk (two winners swapped, same length) is
+# caught by its batch's sha256 and recomputed; twin of the byte comparisons:
+# a forger who rewrites the batch's sha256 too gets past the checkpoint (the
+# starts are intact), and cmp and verify see the altered cache.
+swap_first_winners() {  # swap_first_winners CHECKPOINT_DIR [forge]: swaps items 1 and 2 of the first sequence
+    python3 - "$@" <<'PY'
+import hashlib, json, sys
+d = sys.argv[1]
+p = d + "/sequences.part"
+data = open(p).read()
+lines = data.split("\n")
 first = [i for i, l in enumerate(lines) if l.startswith("[")][0]
 seq = lines[first].rstrip(",").strip("[]").split(",")
 seq[1], seq[2] = seq[2], seq[1]
 lines[first] = "[" + ",".join(seq) + "]" + ("," if lines[first].endswith(",") else "")
 open(p, "w").write("\n".join(lines))
+if len(sys.argv) > 2:  # forge: the first record's sha256 recomputed over the altered bytes
+    log = [json.loads(l) for l in open(d + "/batches.jsonl")]
+    head = data.index("\n[")
+    raw = open(p, "rb").read()
+    log[0]["sha256"] = hashlib.sha256(raw[head:log[0]["end"]]).hexdigest()
+    open(d + "/batches.jsonl", "w").write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in log))
 PY
-$divgpu run "${job[@]}" --out "$tmp/tamper.json" --quiet >/dev/null 2>&1
-cmp -s "$tmp/tamper.json" "$tmp/whole.json" && not_ok "twin: an altered checkpoint gives another cache" || ok "twin: an altered checkpoint gives another cache"
-expect_fail "twin: verify names the altered sequence" "sequence 0 (start 0) differs at step 1" \
-    $divgpu verify --embeddings "$tmp/r.json" --cache "$tmp/tamper.json" --quiet
+}
+start_and_signal "$tmp/tamper.json" INT
+swap_first_winners "$tmp/tamper.json.checkpoint"
+expect_ok "an altered checkpoint resumes" $divgpu run "${job[@]}" --out "$tmp/tamper.json"
+grep -q "the batch from sequence 0 failed its check (its bytes do not match their sha256): recomputing from sequence 0" "$tmp/stderr" \
+    && cmp -s "$tmp/tamper.json" "$tmp/whole.json" && ok "an altered checkpoint is caught and recomputed to the uninterrupted bytes" \
+    || not_ok "an altered checkpoint is caught and recomputed to the uninterrupted bytes" "$(cat "$tmp/stderr")"
+start_and_signal "$tmp/forged.json" INT
+swap_first_winners "$tmp/forged.json.checkpoint" forge
+$divgpu run "${job[@]}" --out "$tmp/forged.json" --quiet >/dev/null 2>&1
+cmp -s "$tmp/forged.json" "$tmp/whole.json" && not_ok "twin: a forged checkpoint gives another cache" || ok "twin: a forged checkpoint gives another cache"
+expect_fail "twin: verify names the forged sequence" "sequence 0 (start 0) differs at step 1" \
+    $divgpu verify --embeddings "$tmp/r.json" --cache "$tmp/forged.json" --quiet
 
 # --restart discards a checkpoint of another job and runs this one.
 start_and_signal "$tmp/restart.json" INT
@@ -433,7 +420,7 @@ open(sys.argv[2], "w").write("\n".join(lines))
 PY
 }
 alter "$tmp/part1.json" "$tmp/badstart1.json" 0
-expect_fail "merge refuses a part whose start was altered" "do not hash to the run's starts_sha256" \
+expect_fail "merge refuses a part whose start was altered" "$tmp/badstart1.json: its sequences' first items do not hash to the header's starts_sha256" \
     "${merge_keep[@]}" "$tmp/part0.json" "$tmp/badstart1.json" "$tmp/part2.json"
 [ "$(cat "$tmp/keepmerge.json")" = precious ] && ok "refused merges left the output untouched" || not_ok "refused merges left the output untouched"
 alter "$tmp/part1.json" "$tmp/badwinner1.json" 5
@@ -481,7 +468,7 @@ for c in chunks:
     steps[c["batch"]] = steps.get(c["batch"], 0) + c["steps"]
 assert steps == {1: 39, 2: 39} and end["record"] == "end" and end["stopped"] is None and end["chunks"] == len(chunks)
 PY
-[ ! -e "$tmp/gram.jsonl.part" ] && ok "stats: no .part file left" || not_ok "stats: no .part file left"
+ls -A "$tmp" | grep -q '^\.divgpu-tmp' && not_ok "stats: no temporary left" || ok "stats: no temporary left"
 expect_ok "plot draws two stats files" $divgpu plot "$tmp/gram.jsonl" "$tmp/direct.jsonl" --out "$tmp/run.png" --width 900
 [ "$(cat "$tmp/stdout")" = "$tmp/run.png" ] && python3 - "$tmp/run.png" <<'PY' && ok "plot: a 900 x 1000 PNG (three panels with gram)" \
     || not_ok "plot: a 900 x 1000 PNG (three panels with gram)"
@@ -509,7 +496,7 @@ expect_fail "plot --out in a missing folder" "--out $tmp/no/run.png: folder $tmp
     $divgpu plot "$tmp/gram.jsonl" --out "$tmp/no/run.png"
 expect_fail "run --stats in a missing folder" "--stats $tmp/no/s.jsonl: folder $tmp/no does not exist" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/nothing.json" --stats "$tmp/no/s.jsonl"
-expect_fail "run --stats onto --out" "--stats $tmp/same.json is also --out" \
+expect_fail "run --stats onto --out" "--stats $tmp/same.json is the same file as --out $tmp/same.json" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/same.json" --stats "$tmp/same.json"
 [ ! -e "$tmp/nothing.json" ] && [ ! -e "$tmp/same.json" ] && ok "refused --stats: no work done" || not_ok "refused --stats: no work done"
 expect_fail "bench --plot in a missing folder" "--plot $tmp/no/p.png: folder $tmp/no does not exist" \
@@ -521,12 +508,12 @@ python3 -c 'import sys; assert open(sys.argv[1], "rb").read(8) == b"\x89PNG\r\n\
 # SIGINT: the stats of what ran are kept, their end record says so, and they plot.
 $divgpu run "${job[@]}" --out "$tmp/int-stats.json" --stats "$tmp/int.jsonl" --quiet 2>"$tmp/int.err" &
 pid=$! polls=0
-until [ "$(cat "$tmp/int.jsonl.part" 2>/dev/null | grep -c '"chunk"')" -ge 5 ] || [ $polls -ge 600 ]; do sleep 0.05; polls=$((polls + 1)); done
+# The stats stream to a temporary beside the file (.divgpu-tmp.*), renamed at the end.
+until [ "$(cat "$tmp"/.divgpu-tmp.* 2>/dev/null | grep -c '"chunk"')" -ge 5 ] || [ $polls -ge 600 ]; do sleep 0.05; polls=$((polls + 1)); done
 kill -INT $pid; { wait $pid; rc=$?; } 2>/dev/null
-[ $rc -eq 130 ] && [ ! -e "$tmp/int.jsonl.part" ] && tail -n 1 "$tmp/int.jsonl" | grep -q '"stopped":"SIGINT"' \
+[ $rc -eq 130 ] && ! ls -A "$tmp" | grep -q '^\.divgpu-tmp' && tail -n 1 "$tmp/int.jsonl" | grep -q '"stopped":"SIGINT"' \
     && ok "run --stats interrupted: the file is renamed into place, its end record says SIGINT" \
     || not_ok "run --stats interrupted: the file is renamed into place, its end record says SIGINT (exit $rc)" "$(cat "$tmp/int.err")"
 expect_ok "plot draws an interrupted run" $divgpu plot "$tmp/int.jsonl" --x elapsed --out "$tmp/int.png"
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+finish

@@ -138,7 +138,7 @@ describe("the checkpoint's writer thread", function()
         -- A commit that cannot finish (its folder gone): append itself returns,
         -- the error comes with the next read, naming the file.
         assert(os.execute("rm -rf '" .. cp.path .. "'") == 0)
-        cp:append(first3)
+        cp:append(divgpu.mirror(e, h.range(3, 6), L))  -- the next batch (batches must come in order)
         local ok, err = pcall(function() return cp.done end)
         assert.is_false(ok)
         assert.matches("state.json", tostring(err))
@@ -165,7 +165,7 @@ describe("the checkpoint's writer thread", function()
         assert(os.execute("rm -rf '" .. cp.path .. "'") == 0)
         -- Queued behind the failing one, or refused once the writer has failed:
         -- either way the next read raises the failure, and so does the one after.
-        for _ = 1, 2 do pcall(cp.append, cp, three) end
+        for k = 1, 2 do pcall(cp.append, cp, divgpu.mirror(e, h.range(3 * k, 3 * k + 3), L)) end
         for _ = 1, 2 do
             local ok, err = pcall(function() return cp.done end)
             assert.is_false(ok)

@@ -11,10 +11,12 @@ by `make run`), else a short one (16 steps from every start) that this test
 makes with bin/divgpu (needs `make build`).
 """
 import argparse
+import hashlib
 import io
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -113,7 +115,10 @@ def bad_variants(site, cache, n):
     """Broken inputs under /bad/, each with the words its error must contain."""
     bad = os.path.join(site, "bad")
     os.makedirs(bad)
-    small = dict(cache, sequences=cache["sequences"][:3])
+    # A cache of its first three starts (format 2 records their count and sha256).
+    firsts = b"".join(struct.pack("<I", seq[0]) for seq in cache["sequences"][:3])
+    small = dict(cache, version=2, sequences=cache["sequences"][:3], starts_count=3,
+                 starts_sha256=hashlib.sha256(firsts).hexdigest(), divgpu_version=cache.get("divgpu_version", "0.1.0"))
 
     def write(name, obj=None, text=None):
         with open(os.path.join(bad, name), "w", encoding="utf-8") as f:
@@ -128,6 +133,7 @@ def bad_variants(site, cache, n):
     write("out_of_range.json", dict(small, sequences=seqs))
     write("not_cache.json", {"format": "something-else", "version": 1})
     write("partial.json", small)  # valid: a cache of three starts
+    write("cut.json", dict(small, sequences=small["sequences"][:2]))  # format 2: a sequence missing
     for name in ("viewer", "assets"):
         os.symlink(os.path.join(ROOT, name), os.path.join(bad, name))
     write("short_titles.json", {"embeddings": [[1.0]] * n, "titles": ["a"] * (n - 1)})
@@ -143,6 +149,8 @@ def bad_variants(site, cache, n):
         ("an item out of range", "/viewer/?cache=../bad/out_of_range.json",
          ["sequence 1, step 2", f"item {n} is out of range"]),
         ("a JSON file that is not a cache", "/viewer/?cache=../bad/not_cache.json", ["not a divgpu cache"]),
+        ("a format 2 cache missing a sequence", "/viewer/?cache=../bad/cut.json",
+         ["../bad/cut.json", "has 2 sequences, but its header says starts_count 3"]),
         ("a table whose titles are one short", "/viewer/?embeddings=../bad/short_titles.json",
          ["../bad/short_titles.json", f"is not {n} strings"]),
         ("a missing table", "/viewer/?embeddings=../bad/nothing.json", ["../bad/nothing.json", "HTTP 404"]),

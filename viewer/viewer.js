@@ -72,8 +72,8 @@
     if (c === null || typeof c !== "object" || Array.isArray(c)) {
       throw new InputError(`${name}: not a divgpu cache (a JSON object is expected)`);
     }
-    if (c.format !== "divgpu-diversity-cache" || c.version !== 1) {
-      throw new InputError(`${name}: not a divgpu cache of version 1 (format ${JSON.stringify(c.format)}, version ${JSON.stringify(c.version)})`);
+    if (c.format !== "divgpu-diversity-cache" || (c.version !== 1 && c.version !== 2)) {
+      throw new InputError(`${name}: not a divgpu cache of version 1 or 2 (format ${JSON.stringify(c.format)}, version ${JSON.stringify(c.version)})`);
     }
     if (c.contract !== "fp32" && c.contract !== "fp16") {
       throw new InputError(`${name}: unknown contract ${JSON.stringify(c.contract)} ("fp32" or "fp16")`);
@@ -86,6 +86,10 @@
     }
     if (!Array.isArray(c.sequences) || c.sequences.length === 0) {
       throw new InputError(`${name}: no sequences`);
+    }
+    // Version 2 says how many sequences it holds (issue 15): a cut file is refused.
+    if (c.version === 2 && c.sequences.length !== c.starts_count) {
+      throw new InputError(`${name}: has ${c.sequences.length} sequences, but its header says starts_count ${JSON.stringify(c.starts_count)}`);
     }
     const byStart = new Map();
     c.sequences.forEach((seq, i) => {

@@ -136,7 +136,7 @@ function _M.validate(a, h)
         local c = parse_config(text, h, method)
         if c.shape ~= "baseline" and not c.tile then tiled = true end
     end
-    if a.plot then h.output_folder(a.plot, "--plot") end
+    if a.plot then h.check_outputs({ { "--plot", a.plot } }, { { "--embeddings", a.embeddings } }, false) end
     if a.l2_bytes and not tiled then
         h.fail("--l2-bytes sizes the tile of tiled configurations without tTILE; no configuration has one")
     end
@@ -285,7 +285,7 @@ function _M.command(a, h)
         io_stderr:write("divgpu: pairs drawn to ", a.plot, "\n")
     end
     if a.json then
-        io_stdout:write(_M.encode_json{ meta = meta, results = rows }, "\n")
+        h.write_stdout(_M.encode_json{ meta = meta, results = rows }, "\n")
         return
     end
     io_stdout:write(string_format("%s (%s), %d items x %d dims, %d sequences, first %d steps, %d pairs\n",
@@ -310,6 +310,7 @@ function _M.command(a, h)
             break
         end
     end
+    h.write_stdout()  -- flushed: a write that failed is an error
 end
 
 return _M

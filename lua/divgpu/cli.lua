@@ -15,8 +15,25 @@ local EMBEDDINGS_HELP = " The shipped poems by default, " .. DEFAULT_FROM
     .. " ($DIVGPU_DATA names another data folder)."
 _M.DEFAULT_EMBEDDINGS = DEFAULT_EMBEDDINGS
 
+--- An integer as its exact decimal digits (%d wraps at 2^63 in LuaJIT and
+--- prints 1e19 as -9223372036854775808).
+local function integer_text(x)
+    if type(x) == "number" and x % 1 == 0 and x == x and x ~= math.huge and x ~= -math.huge then
+        return string_format("%.0f", x)
+    end
+    return tostring(x)
+end
+_M.integer_text = integer_text
+
+--- Raises a user error: one line. Each %d is printed by integer_text.
 local function fail(fmt, ...)
-    error({ divgpu_user_error = string_format(fmt, ...) }, 0)
+    local args, i = { ... }, 0
+    fmt = fmt:gsub("%%[%-+ #0]*%d*%.?%d*[%a%%]", function(spec)
+        if spec == "%%" then return spec end
+        i = i + 1
+        if spec == "%d" then args[i] = integer_text(args[i]) return "%s" end
+    end)
+    error({ divgpu_user_error = string_format(fmt, unpack(args, 1, select("#", ...))) }, 0)
 end
 _M.fail = fail
 
@@ -51,7 +68,7 @@ local function parse_starts(divgpu, spec, n)
         for item in (spec .. ","):gmatch("([^,]*),") do
             local s = tonumber(item)
             if not s or s % 1 ~= 0 or s < 0 then fail("--starts: '%s' is not an item index", item) end
-            if s >= n then fail("--starts: %d is out of range: the table has %d items (0..%d)", s, n, n - 1) end
+            if s >= n then fail("--starts: %s is out of range: the table has %d items (0..%d)", item, n, n - 1) end
             list[#list + 1] = s
         end
     end
@@ -155,9 +172,15 @@ local function progress_printer(quiet, resumed)
     return show, finish
 end
 
-local function positive_integer(value, option)
+--- The largest integer a Lua number holds exactly (2^53 - 1).
+local MAX_INTEGER = 9007199254740991
+
+--- A positive integer option, at most `max` (default MAX_INTEGER).
+local function positive_integer(value, option, max)
     local n = tonumber(value)
     if not n or n < 1 or n % 1 ~= 0 then fail("%s '%s' is not a positive integer", option, tostring(value)) end
+    max = max or MAX_INTEGER
+    if n > max then fail("%s '%s' is out of range: 1..%d", option, tostring(value), max) end
     return n
 end
 
@@ -277,6 +300,18 @@ local function stats_writer(a, e, contexts, method, method_note, shape, precisio
     })
 end
 
+--- Commits the --stats file of a run that ended (`stats`), or removes it
+--- after an error (`stats` false). A stats file that cannot be written ends
+--- the run with an error; the sequences stay in the checkpoint.
+local function close_stats(recorder, stats, cp)
+    if not stats then return recorder:abort() end
+    local written, why = pcall(recorder.finish, recorder, stats)
+    if not written then
+        fail("%s (%d of %d sequences are kept in %s: run the same command again to write the cache)",
+            first_line(why), cp.done, cp.total, cp.path)
+    end
+end
+
 --- Runs the starts the checkpoint `cp` does not have yet, committing each
 --- finished batch to it; SIGINT and SIGTERM stop the run at a chunk boundary
 --- (stats.stopped names the signal).
@@ -349,9 +384,9 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     })
     divgpu.catch_signals(false)
     finish()
-    if recorder and ok then recorder:finish(stats) elseif recorder then recorder:abort() end
+    if recorder then close_stats(recorder, ok and stats, cp) end
     if not ok then
-        if cp.done > 0 then
+        if a.out ~= "-" and cp.done > 0 then
             fail("%s (%d of %d sequences are kept in %s: run the same command again to resume)",
                 first_line(err), cp.done, cp.total, cp.path)
         end
@@ -360,8 +395,42 @@ local function run_rest(a, e, starts, length, batch, target_ms, shape, precision
     return stats
 end
 
+--- Writes to standard output; a failed write (a full disk behind a
+--- redirection, a closed pipe) is an error, not a silent loss.
+local function write_stdout(...)
+    local ok, err = io_stdout:write(...)
+    if ok then ok, err = io_stdout:flush() end
+    if not ok then fail("standard output: write failed: %s", tostring(err)) end
+end
+_M.write_stdout = write_stdout
+
+--- The lock of --out (OUT.lock), taken before the table is read, so a second
+--- run on the same output is refused at once (or waits with --wait). Its
+--- notes (a wait, a stale lock taken over) are printed even with --quiet.
+local function lock_output(divgpu, a)
+    if a.out == "-" then return nil end
+    local lock = divgpu.lock(a.out, { wait = a.wait, on_wait = function(msg)
+        io_stderr:write("divgpu: ", msg, " (--wait)\n") io_stderr:flush()
+    end })
+    if lock.note then io_stderr:write("divgpu: ", lock.note, "\n") end
+    return lock
+end
+
+local cmd_run_locked
+
 local function cmd_run(a)
     local divgpu = require "divgpu"
+    local held = { lock = lock_output(divgpu, a) }
+    local ok, status = pcall(cmd_run_locked, a, divgpu, held)
+    -- os.exit runs no finaliser: the lock (and the checkpoint holding it) are
+    -- released here, also after an error or a signal.
+    if held.cp then held.cp:close() end
+    if held.lock then held.lock:release() end
+    if not ok then error(status, 0) end
+    return status
+end
+
+function cmd_run_locked(a, divgpu, held)
     local shape = check_choice(a.shape, SHAPE_NAMES, "--shape")
     local precision = check_choice(a.precision, PRECISION_NAMES, "--precision")
     local in_flight = positive_integer(a.in_flight, "--in-flight")
@@ -379,7 +448,10 @@ local function cmd_run(a)
     local target_ms = tonumber(a.target_ms)
     -- Before the device: a checkpoint of another job is refused at once.
     local cp = divgpu.checkpoint(a.out, { contract = CONTRACT[precision], table = e, length = length,
-                                          starts = starts, restart = a.restart, shard = shard })
+                                          starts = starts, restart = a.restart, shard = shard, lock = held.lock })
+    held.cp, held.lock = cp, nil
+    -- Batches that failed their check are said even with --quiet.
+    for _, note in ipairs(cp.notes) do io_stderr:write("divgpu: ", note, "\n") end
     if shard and not a.quiet then
         io_stderr:write(string_format("divgpu: shard %d/%d: starts at positions %d..%d of %d, written as a part for 'divgpu merge'\n",
             shard.index, shard.count, shard.first, shard.first + #starts - 1, #shard.starts))
@@ -392,7 +464,11 @@ local function cmd_run(a)
     local stats
     if resumed < total then
         stats = run_rest(a, e, starts, length, batch, target_ms, shape, precision, in_flight, cp)
-        if stats.stopped then
+        if stats.stopped and a.out == "-" then
+            io_stderr:write(string_format("divgpu: interrupted by %s; the cache streamed to standard output is "
+                .. "incomplete (nothing is kept: --out - has no checkpoint)\n", stats.stopped))
+            return stats.stopped == "SIGTERM" and 143 or 130
+        elseif stats.stopped then
             local kept = cp.done > 0
                 and string_format("%d of %d sequences are kept in %s", cp.done, total, cp.path)
                 or "no batch had finished, nothing was kept"
@@ -423,13 +499,13 @@ local function cmd_run(a)
         if g then io_stderr:write("divgpu: ", g, "\n") end
         if stats.underflow then io_stderr:write("divgpu: ", stats.underflow, "\n") end
     end
-    io_stdout:write(a.out, "\n")
+    if a.out ~= "-" then write_stdout(a.out, "\n") end
 end
 
 local function cmd_convert_fp16(a)
     local divgpu = require "divgpu"
     local bin, meta = divgpu.convert_fp16(a.embeddings)
-    io_stdout:write(bin, "\n", meta, "\n")
+    write_stdout(bin, "\n", meta, "\n")
 end
 
 local function cmd_verify(a)
@@ -446,6 +522,7 @@ local function cmd_verify(a)
         fail("%s: unknown contract '%s'", a.cache, tostring(cache.contract))
     end
     local count = cache.count
+    if count == 0 then fail("%s has no sequences: there is nothing to verify", a.cache) end
     if a.sequences then
         local k = tonumber(a.sequences)
         if not k or k < 1 or k % 1 ~= 0 then fail("--sequences '%s' is not a positive integer", a.sequences) end
@@ -473,7 +550,7 @@ local function cmd_verify(a)
               elapsed = driver.now() - t0 }
     end
     finish()
-    io_stdout:write(string_format("%s: %d of %d sequences (length %d, contract %s) match the CPU mirror\n",
+    write_stdout(string_format("%s: %d of %d sequences (length %d, contract %s) match the CPU mirror\n",
         a.cache, count, cache.count, L, cache.contract))
 end
 
@@ -482,8 +559,8 @@ local function cmd_synth(a)
     local n, dim = tonumber(a.n), tonumber(a.dim)
     local clusters, seed = tonumber(a.clusters), tonumber(a.seed)
     local e = divgpu.synth{ n = n, dim = dim, clusters = clusters, seed = seed }
-    e:write(a.out)
-    io_stdout:write(a.out, "\n")
+    e:write(a.out)  -- .npy or .json by the name; "-" streams JSON
+    if a.out ~= "-" then write_stdout(a.out, "\n") end
 end
 
 --- Checks the parts of a sharded run and writes their merge (contract::shard).
@@ -492,7 +569,7 @@ local function cmd_merge(a)
     if not a.quiet then
         io_stderr:write(string_format("divgpu: merged %d parts: %d sequences of length %d\n", m.parts, m.sequences, m.length))
     end
-    io_stdout:write(a.out, "\n")
+    if a.out ~= "-" then write_stdout(a.out, "\n") end
 end
 
 local function cmd_info(a)
@@ -541,15 +618,31 @@ local function positive_number(value, option)
     return x
 end
 
---- An output file's folder must exist (checked before any work).
-local function output_folder(path, option)
-    local folder = path:match("^(.*)/[^/]*$") or "."
-    if folder == "" then folder = "/" end
-    local f = io.open(folder .. "/.", "r")
-    if not f then fail("%s %s: folder %s does not exist", option, path, folder) end
-    f:close()
+--- A path given on the command line is valid UTF-8 (divgpu's files are
+--- named in UTF-8; any other bytes are refused here, shown escaped).
+local function check_path(path, option)
+    if not require("divgpu").is_utf8(path) then
+        local shown = path:gsub("[\128-\255]", function(c) return string_format("\\x%02x", c:byte()) end)
+        fail("%s '%s': the path is not valid UTF-8 (divgpu reads and writes UTF-8 paths only)", option, shown)
+    end
 end
-_M.output_folder = output_folder
+
+--- Every output checked before any work (contract::safe_write): a folder,
+--- FIFO or device refused, its folder present and writable, no output the
+--- same file as an input or as another output. outputs and inputs are lists
+--- of {option, path} (nil entries skipped); stdout_ok: "-" is standard output.
+local function check_outputs(outputs, inputs, stdout_ok)
+    local outs, ins = {}, {}
+    for _, o in ipairs(outputs) do
+        if o[2] then check_path(o[2], o[1]) outs[#outs + 1] = o end
+    end
+    for _, i in ipairs(inputs or {}) do
+        if i[2] then check_path(i[2], i[1]) ins[#ins + 1] = i end
+    end
+    local ok, err = pcall(require("divgpu").check_files, { outputs = outs, inputs = ins, stdout = stdout_ok })
+    if not ok then fail("%s", first_line(err)) end
+end
+_M.check_outputs = check_outputs
 
 local function optional(check, value, option)
     if value ~= nil then return check(value, option) end
@@ -593,14 +686,18 @@ local function validate_run(a)
     check_choice(a.precision, PRECISION_NAMES, "--precision")
     check_choice(a.method, METHOD_NAMES, "--method")
     optional(check_choice_of(LAYOUT_NAMES), a.layout, "--layout")
-    positive_integer(a.in_flight, "--in-flight")
+    positive_integer(a.in_flight, "--in-flight", 64)
     optional(positive_integer, a.length, "--length")
     optional(positive_integer, a.batch, "--batch")
-    positive_number(a.target_ms, "--target-ms")
+    local target_ms = positive_number(a.target_ms, "--target-ms")
+    if target_ms > 900 then
+        fail("--target-ms %s is out of range: more than 0 and at most 900 (a submission must stay under a second)", a.target_ms)
+    end
     optional(positive_integer, a.memory_budget, "--memory-budget")
     optional(positive_integer, a.l2_bytes, "--l2-bytes")
     optional(positive_integer, a.workgroup_size, "--workgroup-size")
-    if a.tile_size ~= nil and a.tile_size ~= "auto" then positive_integer(a.tile_size, "--tile-size") end
+    -- A tile is a 32-bit push constant.
+    if a.tile_size ~= nil and a.tile_size ~= "auto" then positive_integer(a.tile_size, "--tile-size", 4294967295) end
     check_starts_syntax(a.starts)
     device_entries(a.device)
     if a.shard then check_shard(a.shard, a.starts) end
@@ -630,10 +727,15 @@ local function validate_run(a)
             a.l2_bytes and "--l2-bytes" or "--measure-l2", a.tile_size)
     end
     if a.l2_bytes and a.measure_l2 then fail("--l2-bytes and --measure-l2 both give the L2 size: use one") end
-    if a.stats then
-        output_folder(a.stats, "--stats")
-        if a.stats == a.out then fail("--stats %s is also --out: the stats need a file of their own", a.stats) end
+    local inputs = { { "--embeddings", a.embeddings } }
+    if a.precision == "fp16" then
+        check_path(a.embeddings, "--embeddings")
+        local dir = a.embeddings:match("^(.*)/[^/]*$") or "."
+        inputs[2] = { "--embeddings' embeddings_fp16.bin", dir .. "/embeddings_fp16.bin" }
+        inputs[3] = { "--embeddings' embeddings_fp16.meta.json", dir .. "/embeddings_fp16.meta.json" }
     end
+    if a.stats == "-" then fail("--stats -: the stats are a file of their own; name one") end
+    check_outputs({ { "--out", a.out }, { "--stats", a.stats } }, inputs, true)
 end
 
 local X_AXES = { "step", "elapsed" }
@@ -647,7 +749,9 @@ local function validate_plot(a)
     if hgt and (hgt < 150 or hgt > 8000) then fail("--height %d is out of range: 150..8000 pixels", hgt) end
     local colours = #require("divgpu").plot_palette
     if #a.stats > colours then fail("%d stats files: a chart draws at most %d (one colour each)", #a.stats, colours) end
-    output_folder(a.out, "--out")
+    local inputs = {}
+    for i, path in ipairs(a.stats) do inputs[i] = { "stats file", path } end
+    check_outputs({ { "--out", a.out } }, inputs, false)
 end
 
 --- `divgpu plot STATS... --out PNG`: each file read and checked (one line
@@ -663,20 +767,36 @@ local function cmd_plot(a)
     end
     require("divgpu.charts").runs(runs, { out = a.out, x = a.x, scale = a.scale, title = a.title, width = tonumber(a.width),
                                           height = a.height and tonumber(a.height) })
-    io_stdout:write(a.out, "\n")
+    write_stdout(a.out, "\n")
 end
 
 local VALIDATE = {
     run = validate_run,
-    ["convert-fp16"] = function() end,
-    verify = function(a) optional(positive_integer, a.sequences, "--sequences") end,
-    merge = function(a) if not a.out then fail("merge needs --out PATH (the merged cache to write)") end end,
+    ["convert-fp16"] = function(a) check_path(a.embeddings, "convert-fp16") end,
+    verify = function(a)
+        optional(positive_integer, a.sequences, "--sequences")
+        check_path(a.cache, "--cache")
+        check_path(a.embeddings, "--embeddings")
+    end,
+    merge = function(a)
+        if not a.out then fail("merge needs --out PATH (the merged cache to write)") end
+        local inputs = {}
+        for i, path in ipairs(a.parts) do inputs[i] = { "part", path } end
+        check_outputs({ { "--out", a.out } }, inputs, true)
+    end,
     synth = function(a)
-        positive_integer(a.n, "--n")
+        local n = positive_integer(a.n, "--n")
+        if n < 2 then fail("--n '%s' is out of range: a table has at least 2 items", a.n) end
         positive_integer(a.dim, "--dim")
-        positive_integer(a.clusters, "--clusters")
+        -- More centres than items would only cost memory (16, the default, is always allowed).
+        local k = positive_integer(a.clusters, "--clusters")
+        if k > math.max(n, 16) then
+            fail("--clusters '%s' is out of range: 1..%d (the larger of --n and 16)", a.clusters, math.max(n, 16))
+        end
         local seed = tonumber(a.seed)
         if not seed or seed < 0 or seed % 1 ~= 0 then fail("--seed '%s' is not a non-negative integer", tostring(a.seed)) end
+        if seed > MAX_INTEGER then fail("--seed '%s' is out of range: 0..%d", a.seed, MAX_INTEGER) end
+        check_outputs({ { "--out", a.out } }, {}, true)
     end,
     info = function(a)
         optional(positive_integer, a.max_mib, "--max-mib")
@@ -701,7 +821,8 @@ local function build_parser()
         .. "of an uninterrupted run; a checkpoint of another table, --length, --starts or contract is refused "
         .. "(--restart discards it).")
     run:option("--embeddings", "embeddings.json to read." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
-    run:option("--out", "Cache to write (atomically).", "diversity_cache.json")
+    run:option("--out", "Cache to write (atomically; a link is written through), held by OUT.lock while the run lasts; "
+        .. "- streams it to standard output (no checkpoint).", "diversity_cache.json")
     run:option("--starts", "Starting items: A:B (A <= s < B) or i,j,k. Default: every item.")
     run:option("--shard", "I/N: run only part I of N of the starts (I is 0-based: 0 <= I < N; N <= the number of "
         .. "starts), the contiguous block of positions floor(I*M/N) .. floor((I+1)*M/N)-1 of the M starts; the cache "
@@ -726,11 +847,12 @@ local function build_parser()
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
     run:option("--workgroup-size", "Threads per sequence (default: 256 on a GPU, 64 on a CPU device).")
+    run:flag("--wait", "If another run is writing --out (it holds OUT.lock), wait for it instead of refusing.")
     run:flag("--restart", "Discard OUT.checkpoint/ (what an interrupted run of another job left) "
         .. "instead of refusing it. A checkpoint of this same job is resumed without it.")
     run:flag("--quiet", "No progress or summary on stderr.")
     run:option("--stats", "Write per-chunk figures (steps, speed, GPU time; gram: windows, fallbacks) to this "
-        .. "file as JSON lines (README \"File formats\"), streamed to STATS.part and renamed at the end.")
+        .. "file as JSON lines (README \"File formats\"), streamed to a temporary beside it and renamed at the end.")
 
     local convert = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json.")
     convert:argument("embeddings", "The embeddings.json to convert.")
@@ -747,7 +869,7 @@ local function build_parser()
         .. "and starts); each shard once, none missing. Any other input is refused with one line naming the file; "
         .. "the output is written atomically (an existing one stays as it was on failure).")
     merge:argument("parts", "The part files, in any order."):args("+")
-    merge:option("--out", "Cache to write (atomically); required.")
+    merge:option("--out", "Cache to write (atomically; - for standard output); required.")
     merge:flag("--quiet", "No summary on stderr.")
 
     local synth = p:command("synth", "Write a clustered synthetic embeddings.json (SPEC section 6).")
@@ -755,7 +877,7 @@ local function build_parser()
     synth:option("--dim", "Values per item."):args(1)
     synth:option("--clusters", "Number of cluster centres.", "16")
     synth:option("--seed", "Random seed.", "1")
-    synth:option("--out", "File to write (atomically)."):args(1)
+    synth:option("--out", "File to write (atomically; - for standard output)."):args(1)
 
     local info = p:command("info", "List the Vulkan devices and their features.")
     info:flag("--measure-l2", "Measure the L2 size of a device with a read-bandwidth sweep.")

@@ -3,10 +3,12 @@
 --   {"record": "header", "format": "divgpu-run-stats", "version": 1, ...}  the run
 --   {"record": "chunk", "device": 1, "batch": 1, "first_step": 1, "steps": 4, ...}
 --   {"record": "end", "stopped": null, "chunks": ..., ...}                    the totals
--- The writer streams to PATH.part (a line per chunk, flushed: `tail -f`
--- follows a run) and renames it to PATH when the run ends, also when a signal
--- stopped it (the end record says so); after an error PATH.part is removed and
--- PATH is left as it was.
+-- The writer streams through divgpu's one safe write path (divgpu.output:
+-- a temporary file beside PATH, `.divgpu-tmp.*`, a line per chunk written as
+-- it comes, so `tail -f` on writer.temp_path follows a run), synced and renamed
+-- to PATH when the run ends, also when a signal stopped it (the end record
+-- says so). A failed write (a full disk) is an error raised at once, naming
+-- PATH; after an error the temporary is removed and PATH left as it was.
 --
 --   local stats = require "divgpu.stats"
 --   local w = stats.writer(path, header)   w:chunk(c)   w:finish(summary)   w:abort()
@@ -16,7 +18,7 @@
 
 local json = require "dkjson"
 
-local io_open, os_rename, os_remove = io.open, os.rename, os.remove
+local io_open = io.open
 local string_format, type, ipairs, pairs, tostring, setmetatable = string.format, type, ipairs, pairs, tostring, setmetatable
 local huge = math.huge
 
@@ -47,25 +49,23 @@ end
 local Writer = {}
 Writer.__index = Writer
 
---- stats.writer(path, header) -> writer, streaming to path .. ".part".
+--- stats.writer(path, header) -> writer, streaming to writer.temp_path.
 --- header: the run's description (table, method, devices, sequences,
 --- length, ...); "record", "format" and "version" are added.
 function _M.writer(path, header)
     if type(path) ~= "string" or type(header) ~= "table" then error("stats.writer(path, header)", 2) end
-    local part = path .. ".part"
-    local f, err = io_open(part, "w")
-    if not f then error(string_format("%s: cannot write the stats: %s", part, tostring(err)), 2) end
+    local ok, out = pcall(require("divgpu").output, path)
+    if not ok then error(string_format("--stats %s", tostring(out):match("^[^\n]*")), 2) end
     local h = { record = "header", format = _M.FORMAT, version = _M.VERSION }
     for k, v in pairs(header) do h[k] = v end
-    local self = setmetatable({ path = path, part = part, file = f }, Writer)
+    local self = setmetatable({ path = path, out = out, temp_path = out.temp_path }, Writer)
     self:line(h)
     return self
 end
 
 function Writer:line(record)
-    local ok, err = self.file:write(encode(record), "\n")
-    if not ok then error(string_format("%s: writing the stats failed: %s", self.part, tostring(err)), 0) end
-    self.file:flush()
+    local ok, err = pcall(self.out.write, self.out, encode(record) .. "\n")
+    if not ok then error(string_format("--stats %s: writing the stats failed: %s", self.path, tostring(err):match("^[^\n]*")), 0) end
 end
 
 --- One chunk, as driver.run's on_chunk receives it.
@@ -92,16 +92,13 @@ function Writer:finish(s)
     self:line{ record = "end", stopped = s.stopped or json.null, sequences = s.sequences, chunks = s.chunks,
                batches = s.batches, batch_size = s.batch_size, gpu_seconds = s.gpu_seconds,
                wall_seconds = s.wall_seconds, build_seconds = s.build_seconds }
-    self.file:close()
-    self.file = nil
-    local ok, err = os_rename(self.part, self.path)
-    if not ok then error(string_format("%s: cannot rename the stats into place: %s", self.path, tostring(err)), 0) end
+    local ok, err = pcall(self.out.commit, self.out)
+    if not ok then error(string_format("--stats %s: the stats could not be written: %s", self.path, tostring(err):match("^[^\n]*")), 0) end
 end
 
---- After an error: PATH.part is removed, PATH untouched.
+--- After an error: the temporary is removed, PATH untouched.
 function Writer:abort()
-    if self.file then self.file:close() self.file = nil end
-    os_remove(self.part)
+    pcall(self.out.abort, self.out)
 end
 
 -- Field checks of the reader: each returns an error text or nil.

@@ -1,39 +1,59 @@
 //! The checkpoint of `run`, so that an interrupted run loses at most the
 //! batches in progress (and those the Lua handle's writer thread has not yet
-//! committed, `lua_api/checkpoint.rs`). It is the folder `OUT.checkpoint/` beside the output `OUT`:
+//! committed, `lua_api/checkpoint.rs`). It is the folder `OUT.checkpoint/`
+//! beside the output `OUT` (beside a link's target when OUT is a link), and
+//! `OUT.lock` beside it keeps it to one writer (`contract::lock`):
 //!
 //! - `sequences.part`: exactly the bytes the cache will have, up to the last
-//!   finished batch (the header, then one sequence per line, SPEC section 4);
+//!   committed batch (the header, then one sequence per line, SPEC section 4);
+//! - `batches.jsonl`: one record per committed batch, appended and synced
+//!   after the batch's bytes: its first sequence, its count, the offset where
+//!   its bytes end, their sha256, and the sha256 of its starts. The records
+//!   are the truth about what is committed;
 //! - `state.json`: the job it belongs to (the table's sha256, N, D, the
-//!   contract, the length, the starts' count and sha256: everything that
-//!   decides the bytes; method, layout and batch size do not) and how many
-//!   sequences and bytes of `sequences.part` are committed.
+//!   contract, the length, the starts' count and sha256, the divgpu version:
+//!   everything that decides the bytes; method, layout and batch size do not),
+//!   and a summary `done`/`bytes` rewritten after each commit for people and
+//!   progress polls, never trusted on resume.
 //!
-//! A batch is committed by appending its lines to `sequences.part`, syncing
-//! it, then replacing `state.json` atomically; a kill between the two leaves
-//! bytes past the committed length, which a resume truncates. The finished
-//! cache is `sequences.part` plus the closing bytes, renamed onto `OUT`: the
-//! file is streamed batch by batch (no N × L array in memory) and never copied.
-//! The sequences are stored in the order of the starts, so a resume may use
-//! another batch size, method or layout. A run of one shard (`run --shard`)
-//! has its part's starts here, and its place in the whole run (`shard`, in
-//! `state.json` and in the cache header: `contract::shard`).
+//! A resume verifies every committed byte: each batch's sha256, its
+//! sequences (length, items, and first items equal to this run's starts at
+//! its place) against its record. From the first batch that fails (bytes
+//! flipped, cut short, a torn record), the rest is dropped and recomputed, with
+//! a note; a `done` in `state.json` that claims more than the records prove is
+//! noted and ignored. A kill between appending and recording leaves bytes past
+//! the last record, which a resume truncates. The finished cache is
+//! `sequences.part` plus the closing bytes, synced and renamed onto OUT: the
+//! file is streamed batch by batch (no N × L array in memory) and never
+//! copied. The sequences are stored in the order of the starts, so a resume
+//! may use another batch size, method or layout. A run of one shard (`run
+//! --shard`) has its part's starts here, and its place in the whole run
+//! (`shard`, in `state.json` and in the cache header: `contract::shard`).
+//!
+//! `StdoutCache` is the same interface for `run --out -`: the cache streamed
+//! to standard output batch by batch, with no checkpoint (nothing resumes).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::atomic::write_atomically;
 use super::cache::{self, CacheHeader};
-use super::shard::{self, starts_sha256, Shard};
+use super::lock::{Lock, Taken};
+use super::safe_write::{install, remove_stale_temporaries, resolve, stdout_file, Target};
+use super::shard::{self, starts_sha256, Sequences, Shard};
+use super::table::hex;
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "divgpu-checkpoint";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const STATE: &str = "state.json";
 const PART: &str = "sequences.part";
+const BATCHES: &str = "batches.jsonl";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct State {
@@ -46,34 +66,133 @@ struct State {
     embeddings_sha256: String,
     starts: usize,
     starts_sha256: String,
-    /// Sequences committed (the first `done` starts).
+    /// The divgpu that began the checkpoint (its cache header says so).
+    #[serde(default)]
+    divgpu_version: String,
+    /// Sequences committed: a summary of `batches.jsonl`, not trusted.
     done: usize,
-    /// Bytes of `sequences.part` committed.
+    /// Bytes of `sequences.part` committed: a summary, not trusted.
     bytes: u64,
-    /// A run of one shard: its place in the whole run (absent otherwise, and
-    /// in the state files of earlier versions).
+    /// A run of one shard: its place in the whole run (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shard: Option<Shard>,
 }
 
+/// One committed batch, a line of `batches.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct BatchRecord {
+    /// Position of its first sequence among the job's starts.
+    first: usize,
+    sequences: usize,
+    /// Offset in `sequences.part` just past its bytes.
+    end: u64,
+    /// sha256 of its bytes in `sequences.part`.
+    sha256: String,
+    /// sha256 of its starts (u32 little-endian).
+    starts_sha256: String,
+}
+
+/// What the Lua handle drives: the checkpoint, or the stream to standard output.
+pub trait BatchSink: Send {
+    /// Commits the next whole sequences (`[count × length]`, in the order of the starts).
+    fn append(&mut self, sequences: &[u32]) -> Result<()>;
+    /// Writes the finished cache.
+    fn finish(self: Box<Self>) -> Result<()>;
+    fn done(&self) -> usize;
+    fn total(&self) -> usize;
+    fn path(&self) -> String;
+    /// Lines for the user: a stale lock taken over, batches recomputed.
+    fn notes(&self) -> Vec<String>;
+}
+
 pub struct Checkpoint {
-    out: PathBuf,
+    target: Target,
     dir: PathBuf,
     state: State,
-    /// `sequences.part`, open for appending; made by the first `append`.
+    starts: Vec<u32>,
+    /// `sequences.part` and `batches.jsonl`, open for appending; made by the first `append`.
     part: Option<File>,
+    log: Option<File>,
+    notes: Vec<String>,
+    /// Held until the checkpoint is dropped (after `finish`, or on any end).
+    _lock: Lock,
 }
 
 fn display(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// `OUT.lock`, the lock of the output `out`.
+pub fn lock_path(out: &str) -> Result<PathBuf> {
+    Ok(resolve(out)?.sibling(".lock"))
+}
+
+/// The note for a lock taken over, or waited for.
+pub fn lock_note(path: &Path, taken: &Taken) -> Option<String> {
+    match taken {
+        Taken::Free => None,
+        Taken::Stale(h) => Some(format!(
+            "took over the stale lock {} of pid {} on host {} (that process is gone)",
+            path.display(),
+            h.pid,
+            h.host
+        )),
+        Taken::Waited(h) => Some(format!("{} was released by pid {} on host {}", path.display(), h.pid, h.host)),
+    }
+}
+
+/// Opens a file of the checkpoint folder without following a link.
+fn open_own(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path)
+}
+
+/// Creates a file of the checkpoint folder; never an existing one or a link.
+fn create_own(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| Error::io(display(path), e))
+}
+
+/// A `Read` that hashes what passes through it.
+struct Hashing<R> {
+    r: R,
+    hash: Sha256,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.r.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// A `Write` that hashes what passes through it.
+struct HashingWriter<W> {
+    w: W,
+    hash: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.w.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
 impl Checkpoint {
     /// The checkpoint of the job (`header`, `starts`) for the output `out`:
     /// the one on disk when it belongs to this job (`done()` sequences are then
-    /// kept), else a new, empty one (nothing is written before the first
-    /// `append`). A checkpoint of another job, or a damaged one, is an error
-    /// unless `restart`, which discards it.
+    /// kept), else a new, empty one (nothing but the lock is written before
+    /// the first `append`). A checkpoint of another job, or an unreadable one,
+    /// is an error unless `restart`, which discards it.
     pub fn open(out: &str, header: &CacheHeader, starts: &[u32], restart: bool) -> Result<Checkpoint> {
         Checkpoint::open_shard(out, header, None, starts, restart)
     }
@@ -87,19 +206,28 @@ impl Checkpoint {
         starts: &[u32],
         restart: bool,
     ) -> Result<Checkpoint> {
-        let out_path = PathBuf::from(out);
-        let folder = match out_path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !folder.is_dir() {
-            return Err(Error::input(out, format!("folder {} does not exist", folder.display())));
+        let path = lock_path(out)?;
+        let (lock, taken) = Lock::acquire(&path, false, |_| {})?;
+        let mut cp = Checkpoint::open_locked(out, lock, header, shard, starts, restart)?;
+        cp.notes.splice(0..0, lock_note(&path, &taken));
+        Ok(cp)
+    }
+
+    /// `open_shard` with the output's lock already held (taken by the caller
+    /// before reading the table, so that a second run is refused at once).
+    pub fn open_locked(
+        out: &str,
+        lock: Lock,
+        header: &CacheHeader,
+        shard: Option<Shard>,
+        starts: &[u32],
+        restart: bool,
+    ) -> Result<Checkpoint> {
+        let target = resolve(out)?;
+        if lock.path() != target.sibling(".lock") {
+            return Err(Error::Usage(format!("checkpoint: the lock {} is not {out}'s", lock.path().display())));
         }
-        if out_path.file_name().is_none() {
-            return Err(Error::input(out, "not a file path"));
-        }
-        let dir = PathBuf::from(format!("{out}.checkpoint"));
-        let head = shard::head(header, shard.as_ref())?;
+        let dir = target.sibling(".checkpoint");
         let state = State {
             format: FORMAT.into(),
             version: VERSION,
@@ -110,23 +238,33 @@ impl Checkpoint {
             embeddings_sha256: header.embeddings_sha256.clone(),
             starts: starts.len(),
             starts_sha256: starts_sha256(starts),
+            divgpu_version: env!("CARGO_PKG_VERSION").into(),
             done: 0,
-            bytes: head.len() as u64,
+            bytes: 0,
             shard,
         };
-        let mut cp = Checkpoint { out: out_path, dir, state, part: None };
-        if !cp.dir.exists() {
-            return Ok(cp);
+        let mut cp =
+            Checkpoint { target, dir, state, starts: starts.to_vec(), part: None, log: None, notes: Vec::new(), _lock: lock };
+        let head = cp.head()?;
+        cp.state.bytes = head.len() as u64;
+        match fs::symlink_metadata(&cp.dir) {
+            Err(_) => return Ok(cp),
+            Ok(m) if !m.is_dir() => {
+                return Err(Error::input(
+                    display(&cp.dir),
+                    "is not a checkpoint folder divgpu made (a link or a file): remove it, or write elsewhere with --out",
+                ))
+            }
+            Ok(_) => {}
         }
         if restart {
             cp.discard()?;
             return Ok(cp);
         }
         match cp.resume(&head) {
-            Ok(Some(())) => Ok(cp),
-            Ok(None) => {
-                // A run that renamed its finished cache and was stopped before
-                // removing the rest: nothing left to resume.
+            Ok(true) => Ok(cp),
+            Ok(false) => {
+                // Finished (the cache renamed, the rest not yet removed) or nothing committed.
                 cp.discard()?;
                 Ok(cp)
             }
@@ -137,25 +275,47 @@ impl Checkpoint {
         }
     }
 
-    /// Takes over the checkpoint on disk: Some(()) when it belongs to this job,
-    /// None when it had finished, Err(why) when it cannot be resumed.
-    fn resume(&mut self, head: &[u8]) -> std::result::Result<Option<()>, String> {
-        let state_path = self.dir.join(STATE);
-        let part_path = self.dir.join(PART);
-        let text = match fs::read(&state_path) {
+    /// The cache header of this job (version 2: its starts, this divgpu).
+    fn header(&self) -> CacheHeader {
+        let s = &self.state;
+        CacheHeader::new(&s.contract, s.num_items, s.dim, s.length, &s.embeddings_sha256, &self.starts)
+    }
+
+    fn head(&self) -> Result<Vec<u8>> {
+        shard::head(&self.header(), self.state.shard.as_ref())
+    }
+
+    /// The state on disk, checked against this job: None where there is none
+    /// (a run killed before its first summary: `sequences.part`'s header
+    /// then tells the job), Err(why) when it cannot be resumed.
+    fn read_state(&self) -> std::result::Result<Option<State>, String> {
+        let text = match fs::read(self.dir.join(STATE)) {
             Ok(t) => t,
-            Err(_) if !part_path.exists() => return Ok(None), // an empty folder
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("{STATE} cannot be read ({e})")),
         };
         let disk: State = serde_json::from_slice(&text).map_err(|e| format!("{STATE} is damaged ({e})"))?;
-        if disk.format != FORMAT || disk.version != VERSION {
-            return Err(format!("not a divgpu checkpoint of version {VERSION}"));
+        if disk.format != FORMAT {
+            return Err("not a divgpu checkpoint".into());
         }
+        if disk.version != VERSION {
+            return Err(format!(
+                "a checkpoint of version {} (this divgpu resumes version {VERSION}, whose batches carry checksums)",
+                disk.version
+            ));
+        }
+        if let Some(what) = self.differs(&disk) {
+            return Err(format!("it belongs to a run of {what}"));
+        }
+        Ok(Some(disk))
+    }
+
+    /// How the checkpoint on disk differs from this job, if it does.
+    fn differs(&self, disk: &State) -> Option<String> {
         let want = &self.state;
-        let differs: Option<String> = if disk.embeddings_sha256 != want.embeddings_sha256
-            || disk.num_items != want.num_items
-            || disk.dim != want.dim
-        {
+        let name = |s: &Option<Shard>| s.as_ref().map_or("no --shard".into(), |s| format!("--shard {}/{}", s.index, s.count));
+        let whole = |s: &Option<Shard>| s.as_ref().map_or(0, |s| s.starts);
+        if disk.embeddings_sha256 != want.embeddings_sha256 || disk.num_items != want.num_items || disk.dim != want.dim {
             Some(format!(
                 "another table (sha256 {}, {}x{}; this run's: sha256 {}, {}x{})",
                 disk.embeddings_sha256, disk.num_items, disk.dim, want.embeddings_sha256, want.num_items, want.dim
@@ -165,49 +325,136 @@ impl Checkpoint {
         } else if disk.length != want.length {
             Some(format!("--length {} (this run's: {})", disk.length, want.length))
         } else if disk.shard.as_ref().map(|s| (s.index, s.count)) != want.shard.as_ref().map(|s| (s.index, s.count)) {
-            let name = |s: &Option<Shard>| s.as_ref().map_or("no --shard".into(), |s| format!("--shard {}/{}", s.index, s.count));
             Some(format!("{} (this run's: {})", name(&disk.shard), name(&want.shard)))
         } else if disk.shard != want.shard {
-            let whole = |s: &Option<Shard>| s.as_ref().map_or(0, |s| s.starts);
             Some(format!("other --starts ({} starts in all; this run has {})", whole(&disk.shard), whole(&want.shard)))
         } else if disk.starts != want.starts || disk.starts_sha256 != want.starts_sha256 {
             Some(format!("other --starts ({} starts; this run has {})", disk.starts, want.starts))
+        } else if disk.divgpu_version != want.divgpu_version {
+            Some(format!("divgpu {:?} (this is {}: the cache header would differ)", disk.divgpu_version, want.divgpu_version))
         } else {
             None
-        };
-        if let Some(what) = differs {
-            return Err(format!("it belongs to a run of {what}"));
         }
-        if disk.done > disk.starts || disk.bytes < head.len() as u64 {
-            return Err(format!("{STATE} is damaged (done {} of {}, {} bytes)", disk.done, disk.starts, disk.bytes));
-        }
-        let mut part = match OpenOptions::new().read(true).write(true).open(&part_path) {
+    }
+
+    /// Takes over the checkpoint on disk, verified (module comment): true when
+    /// work is kept, false when there is nothing to resume, Err(why) when it
+    /// cannot be resumed.
+    fn resume(&mut self, head: &[u8]) -> std::result::Result<bool, String> {
+        let disk = self.read_state()?;
+        let mut part = match open_own(&self.dir.join(PART)) {
             Ok(f) => f,
-            Err(_) if disk.done == disk.starts => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(format!("{PART} cannot be opened ({e})")),
         };
-        let len = part.metadata().map_err(|e| format!("{PART}: {e}"))?.len();
-        if len < disk.bytes {
-            return Err(format!("{PART} has {len} bytes, fewer than the {} committed", disk.bytes));
-        }
         let mut disk_head = vec![0u8; head.len()];
-        part.read_exact(&mut disk_head).map_err(|e| format!("{PART}: {e}"))?;
-        if disk_head != head {
+        if part.read_exact(&mut disk_head).is_err() || disk_head != head {
             return Err(format!("{PART} does not start with this run's cache header"));
         }
-        // Drop what a killed run appended after its last commit.
-        part.set_len(disk.bytes).map_err(|e| format!("{PART}: {e}"))?;
+        let mut log = match open_own(&self.dir.join(BATCHES)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_own(&self.dir.join(BATCHES)).map_err(|e| e.to_string())?,
+            Err(e) => return Err(format!("{BATCHES} cannot be opened ({e})")),
+        };
+        let failed_before = self.notes.len();
+        let (done, bytes, log_len) = self.verify_batches(&mut part, &mut log, head.len() as u64)?;
+        // (Where a batch failed, its note says it all.)
+        let claimed = disk.map_or(0, |d| d.done);
+        if claimed > done && self.notes.len() == failed_before {
+            self.notes.push(format!(
+                "{}: {STATE} says {claimed} sequences are done, but its batch records prove {done}: resuming from {done}",
+                display(&self.dir)
+            ));
+        }
+        // Drop what is not proven: bytes past the last good batch, records after it.
+        part.set_len(bytes).map_err(|e| format!("{PART}: {e}"))?;
         part.seek(SeekFrom::End(0)).map_err(|e| format!("{PART}: {e}"))?;
-        self.state = disk;
+        log.set_len(log_len).map_err(|e| format!("{BATCHES}: {e}"))?;
+        log.seek(SeekFrom::End(0)).map_err(|e| format!("{BATCHES}: {e}"))?;
+        self.state.done = done;
+        self.state.bytes = bytes;
         self.part = Some(part);
-        Ok(Some(()))
+        self.log = Some(log);
+        Ok(true)
+    }
+
+    /// Checks the records of `batches.jsonl` in order against the bytes of
+    /// `sequences.part`; returns the sequences, part bytes and log bytes of
+    /// the good prefix, with a note where it ends early.
+    fn verify_batches(&mut self, part: &mut File, log: &mut File, head: u64) -> std::result::Result<(usize, u64, u64), String> {
+        let (mut done, mut bytes, mut log_len) = (0usize, head, 0u64);
+        let mut lines = BufReader::new(&*log);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = lines.read_line(&mut line).map_err(|e| format!("{BATCHES}: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            let why = match serde_json::from_str::<BatchRecord>(line.trim_end()) {
+                _ if !line.ends_with('\n') => Err("its record was cut short".to_string()),
+                Err(e) => Err(format!("its record is damaged ({e})")),
+                Ok(rec) => self.verify_batch(part, &rec, done, bytes).map(|()| rec),
+            };
+            match why {
+                Ok(rec) => {
+                    done += rec.sequences;
+                    bytes = rec.end;
+                    log_len += n as u64;
+                }
+                Err(why) => {
+                    self.notes.push(format!(
+                        "{}: the batch from sequence {done} failed its check ({why}): recomputing from sequence {done}",
+                        display(&self.dir)
+                    ));
+                    break;
+                }
+            }
+        }
+        Ok((done, bytes, log_len))
+    }
+
+    /// One batch: in place, its bytes' sha256, its sequences and their starts.
+    fn verify_batch(&self, part: &mut File, rec: &BatchRecord, done: usize, start: u64) -> std::result::Result<(), String> {
+        if rec.first != done || rec.sequences == 0 || rec.end <= start || done + rec.sequences > self.starts.len() {
+            return Err(format!("it says sequences {}..{} ending at byte {}", rec.first, rec.first + rec.sequences, rec.end));
+        }
+        part.seek(SeekFrom::Start(start)).map_err(|e| e.to_string())?;
+        let mut reader = Sequences::after(Hashing { r: (&*part).take(rec.end - start), hash: Sha256::new() }, start, done);
+        let (length, n) = (self.state.length, self.state.num_items);
+        let mut seq = Vec::with_capacity(length);
+        let mut starts = Sha256::new();
+        for i in done..done + rec.sequences {
+            if !reader.next(&mut seq, length, n)? {
+                return Err(format!("sequence {i} is missing"));
+            }
+            if seq[0] != self.starts[i] {
+                return Err(format!("sequence {i} starts at {}, not at this run's start {}", seq[0], self.starts[i]));
+            }
+            starts.update(seq[0].to_le_bytes());
+        }
+        if !reader.at_end()? {
+            return Err("bytes past its last sequence".into());
+        }
+        let Hashing { r, hash } = reader.into_inner();
+        if r.limit() != 0 {
+            return Err("sequences.part is cut short".into());
+        }
+        if hex(&hash.finalize()) != rec.sha256 {
+            return Err("its bytes do not match their sha256".into());
+        }
+        if hex(&starts.finalize()) != rec.starts_sha256 {
+            return Err("its starts do not match their sha256".into());
+        }
+        Ok(())
     }
 
     /// Removes the checkpoint folder: only the files this module writes, so a
     /// folder holding anything else is an error rather than a deleted folder.
     fn discard(&mut self) -> Result<()> {
         self.part = None;
-        for name in [STATE, PART] {
+        self.log = None;
+        for name in [STATE, PART, BATCHES] {
             let p = self.dir.join(name);
             match fs::remove_file(&p) {
                 Ok(()) => {}
@@ -215,25 +462,115 @@ impl Checkpoint {
                 Err(e) => return Err(Error::io(display(&p), e)),
             }
         }
-        self.remove_stale_temporaries();
+        remove_stale_temporaries(&self.dir);
         fs::remove_dir(&self.dir).map_err(|e| Error::io(display(&self.dir), e))?;
         self.state.done = 0;
+        self.state.bytes = self.head()?.len() as u64;
         Ok(())
     }
 
-    /// Temporary state files of a run killed while replacing `state.json`.
-    fn remove_stale_temporaries(&self) {
-        if let Ok(entries) = fs::read_dir(&self.dir) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with(&format!(".{STATE}.")) && name.ends_with(".tmp") {
-                    let _ = fs::remove_file(entry.path());
-                }
-            }
-        }
+    /// The folder and its files, made by the first `append`.
+    fn create_files(&mut self) -> Result<()> {
+        fs::create_dir(&self.dir).map_err(|e| Error::io(display(&self.dir), e))?;
+        let mut part = create_own(&self.dir.join(PART))?;
+        part.write_all(&self.head()?).map_err(|e| Error::io(display(&self.dir.join(PART)), e))?;
+        self.log = Some(create_own(&self.dir.join(BATCHES))?);
+        self.part = Some(part);
+        Ok(())
     }
 
-    /// Sequences already committed (the first `done()` starts).
+    fn write_state(&self, state: &State) -> Result<()> {
+        let path = display(&self.dir.join(STATE));
+        write_atomically(&path, |w| {
+            serde_json::to_writer_pretty(&mut *w, state)?;
+            w.write_all(b"\n")?;
+            Ok(())
+        })
+    }
+
+    /// The batch's bytes appended and synced, then its record: the commit.
+    fn commit(&mut self, sequences: &[u32], count: usize) -> Result<()> {
+        let (length, done) = (self.state.length, self.state.done);
+        let part_name = display(&self.dir.join(PART));
+        let log_name = display(&self.dir.join(BATCHES));
+        let (Some(part), Some(log)) = (self.part.as_mut(), self.log.as_mut()) else {
+            return Err(Error::Usage("checkpoint: sequences.part is not open".into()));
+        };
+        let mut w = BufWriter::with_capacity(1 << 20, HashingWriter { w: &*part, hash: Sha256::new() });
+        cache::write_sequences(&mut w, sequences, length, done).map_err(|e| Error::io(&part_name, e))?;
+        let digest = hex(&w.into_inner().map_err(|e| Error::io(&part_name, e.into_error()))?.hash.finalize());
+        part.sync_data().map_err(|e| Error::io(&part_name, e))?;
+        let end = part.stream_position().map_err(|e| Error::io(&part_name, e))?;
+        let rec = BatchRecord {
+            first: done,
+            sequences: count,
+            end,
+            sha256: digest,
+            starts_sha256: starts_sha256(&self.starts[done..done + count]),
+        };
+        let line = serde_json::to_string(&rec).map_err(|e| Error::Usage(format!("checkpoint record: {e}")))? + "\n";
+        log.write_all(line.as_bytes()).map_err(|e| Error::io(&log_name, e))?;
+        log.sync_data().map_err(|e| Error::io(&log_name, e))?;
+        self.state.done += count;
+        self.state.bytes = end;
+        Ok(())
+    }
+}
+
+impl Checkpoint {
+    /// Commits the next whole sequences (module comment), then the summary.
+    pub fn append(&mut self, sequences: &[u32]) -> Result<()> {
+        let length = self.state.length;
+        cache::check_whole(sequences.len(), length)?;
+        let count = sequences.len() / length;
+        let done = self.state.done;
+        if done + count > self.state.starts {
+            return Err(Error::Usage(format!("checkpoint: {done} + {count} sequences are more than the job's {}", self.state.starts)));
+        }
+        if let Some(i) = (0..count).find(|&i| sequences[i * length] != self.starts[done + i]) {
+            return Err(Error::Usage(format!(
+                "checkpoint: sequence {} starts at {}, not at its start {}: batches out of order",
+                done + i,
+                sequences[i * length],
+                self.starts[done + i]
+            )));
+        }
+        if self.part.is_none() {
+            self.create_files()?;
+        }
+        if count > 0 {
+            self.commit(sequences, count)?;
+        }
+        self.write_state(&self.state)
+    }
+
+    /// Once every sequence is committed: closes the sequences, syncs, renames
+    /// the file onto OUT (atomically) and removes the checkpoint folder.
+    pub fn finish(mut self) -> Result<()> {
+        if self.state.done != self.state.starts {
+            return Err(Error::Usage(format!(
+                "checkpoint: {} of {} sequences are done; the cache cannot be written yet",
+                self.state.done, self.state.starts
+            )));
+        }
+        if self.part.is_none() {
+            // No sequence at all (an empty job): the header alone.
+            self.append(&[])?;
+        }
+        let part_path = self.dir.join(PART);
+        let mut part = self.part.take().ok_or_else(|| Error::Usage("checkpoint: sequences.part is not open".into()))?;
+        part.write_all(cache::TAIL).map_err(|e| Error::io(display(&part_path), e))?;
+        install(&part, &part_path, &self.target)?;
+        // The cache is in place; what is left is bookkeeping, and a leftover
+        // folder is recognised as finished by the next `open`.
+        self.log = None;
+        let _ = fs::remove_file(self.dir.join(BATCHES));
+        let _ = fs::remove_file(self.dir.join(STATE));
+        remove_stale_temporaries(&self.dir);
+        let _ = fs::remove_dir(&self.dir);
+        Ok(())
+    }
+
     pub fn done(&self) -> usize {
         self.state.done
     }
@@ -247,90 +584,80 @@ impl Checkpoint {
         display(&self.dir)
     }
 
-    /// Commits the next whole sequences (`[count × length]`, in the order of
-    /// the starts): appended, synced, then recorded in `state.json`.
-    pub fn append(&mut self, sequences: &[u32]) -> Result<()> {
-        let length = self.state.length;
-        cache::check_whole(sequences.len(), length)?;
-        let count = sequences.len() / length;
-        if self.state.done + count > self.state.starts {
-            return Err(Error::Usage(format!(
-                "checkpoint: {} + {count} sequences are more than the job's {}",
-                self.state.done, self.state.starts
-            )));
-        }
-        let part_path = self.dir.join(PART);
-        let part_name = display(&part_path);
-        if self.part.is_none() {
-            fs::create_dir_all(&self.dir).map_err(|e| Error::io(display(&self.dir), e))?;
-            let header = self.header();
-            let mut f = File::create(&part_path).map_err(|e| Error::io(&part_name, e))?;
-            f.write_all(&shard::head(&header, self.state.shard.as_ref())?).map_err(|e| Error::io(&part_name, e))?;
-            self.part = Some(f);
-        }
-        let part = self.part.as_mut().ok_or_else(|| Error::Usage("checkpoint: sequences.part is not open".into()))?;
-        let mut w = BufWriter::with_capacity(1 << 20, &*part);
-        cache::write_sequences(&mut w, sequences, length, self.state.done).map_err(|e| Error::io(&part_name, e))?;
-        w.flush().map_err(|e| Error::io(&part_name, e))?;
-        drop(w);
-        part.sync_data().map_err(|e| Error::io(&part_name, e))?;
-        let bytes = part.stream_position().map_err(|e| Error::io(&part_name, e))?;
-        let mut next = self.state.clone();
-        next.done += count;
-        next.bytes = bytes;
-        self.write_state(&next)?;
-        self.state = next;
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+}
+
+impl BatchSink for Checkpoint {
+    fn append(&mut self, sequences: &[u32]) -> Result<()> {
+        Checkpoint::append(self, sequences)
+    }
+    fn finish(self: Box<Self>) -> Result<()> {
+        Checkpoint::finish(*self)
+    }
+    fn done(&self) -> usize {
+        Checkpoint::done(self)
+    }
+    fn total(&self) -> usize {
+        Checkpoint::total(self)
+    }
+    fn path(&self) -> String {
+        Checkpoint::path(self)
+    }
+    fn notes(&self) -> Vec<String> {
+        Checkpoint::notes(self)
+    }
+}
+
+/// `run --out -`: the cache streamed to standard output, batch by batch.
+pub struct StdoutCache {
+    out: BufWriter<File>,
+    length: usize,
+    done: usize,
+    total: usize,
+}
+
+impl StdoutCache {
+    pub fn new(header: &CacheHeader, shard: Option<Shard>, starts: &[u32]) -> Result<StdoutCache> {
+        let h = CacheHeader::new(&header.contract, header.num_items, header.dim, header.length, &header.embeddings_sha256, starts);
+        let mut out = BufWriter::with_capacity(1 << 20, stdout_file()?);
+        out.write_all(&shard::head(&h, shard.as_ref())?).map_err(|e| Error::io("standard output", e))?;
+        Ok(StdoutCache { out, length: header.length, done: 0, total: starts.len() })
+    }
+}
+
+impl BatchSink for StdoutCache {
+    fn append(&mut self, sequences: &[u32]) -> Result<()> {
+        cache::check_whole(sequences.len(), self.length)?;
+        let count = sequences.len() / self.length;
+        cache::write_sequences(&mut self.out, sequences, self.length, self.done).map_err(|e| Error::io("standard output", e))?;
+        self.out.flush().map_err(|e| Error::io("standard output", e))?;
+        self.done += count;
         Ok(())
     }
 
-    fn header(&self) -> CacheHeader {
-        CacheHeader {
-            format: cache::FORMAT.into(),
-            version: cache::VERSION,
-            contract: self.state.contract.clone(),
-            num_items: self.state.num_items,
-            dim: self.state.dim,
-            length: self.state.length,
-            embeddings_sha256: self.state.embeddings_sha256.clone(),
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        if self.done != self.total {
+            return Err(Error::Usage(format!("{} of {} sequences were written; the cache is not finished", self.done, self.total)));
         }
+        self.out.write_all(cache::TAIL).and_then(|()| self.out.flush()).map_err(|e| Error::io("standard output", e))
     }
 
-    fn write_state(&self, state: &State) -> Result<()> {
-        let path = display(&self.dir.join(STATE));
-        write_atomically(&path, |w| {
-            serde_json::to_writer_pretty(&mut *w, state)?;
-            w.write_all(b"\n")?;
-            Ok(())
-        })
+    fn done(&self) -> usize {
+        self.done
     }
 
-    /// Once every sequence is committed: closes the sequences, syncs, renames
-    /// the file onto OUT (atomically) and removes the checkpoint folder.
-    pub fn finish(mut self) -> Result<()> {
-        if self.state.done != self.state.starts {
-            return Err(Error::Usage(format!(
-                "checkpoint: {} of {} sequences are done; the cache cannot be written yet",
-                self.state.done, self.state.starts
-            )));
-        }
-        let part_path = self.dir.join(PART);
-        let part_name = display(&part_path);
-        if self.part.is_none() {
-            // No sequence at all (an empty job): the header alone.
-            self.append(&[])?;
-        }
-        let mut part = self.part.take().ok_or_else(|| Error::Usage("checkpoint: sequences.part is not open".into()))?;
-        part.write_all(cache::TAIL).map_err(|e| Error::io(&part_name, e))?;
-        part.sync_all().map_err(|e| Error::io(&part_name, e))?;
-        drop(part);
-        let out = display(&self.out);
-        fs::rename(&part_path, &self.out).map_err(|e| Error::io(&out, e))?;
-        // The cache is in place; what is left is bookkeeping, and a leftover
-        // folder is recognised as finished by the next `open`.
-        let _ = fs::remove_file(self.dir.join(STATE));
-        self.remove_stale_temporaries();
-        let _ = fs::remove_dir(&self.dir);
-        Ok(())
+    fn total(&self) -> usize {
+        self.total
+    }
+
+    fn path(&self) -> String {
+        "standard output".into()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -349,50 +676,79 @@ mod tests {
 
     fn reference(dir: &Path) -> Vec<u8> {
         let p = display(&dir.join("reference.json"));
-        cache::write(&p, &header(3, "aa"), &SEQS).unwrap();
+        cache::write(&p, &CacheHeader::new("fp32", 9, 3, 3, "aa", &STARTS), &SEQS).unwrap();
         fs::read(&p).unwrap()
+    }
+
+    fn open(out: &str) -> Result<Checkpoint> {
+        Checkpoint::open(out, &header(3, "aa"), &STARTS, false)
+    }
+
+    /// A checkpoint of `out` with the first two batches (1 + 2 sequences) committed.
+    fn two_batches(d: &Path) -> String {
+        let out = display(&d.join("out.json"));
+        let mut cp = open(&out).unwrap();
+        cp.append(&SEQS[..3]).unwrap();
+        cp.append(&SEQS[3..9]).unwrap();
+        out
+    }
+
+    /// Resumes `out` and finishes it; returns the notes and whether the bytes are the reference's.
+    fn resume_and_finish(d: &Path, out: &str, expect_done: usize) -> Vec<String> {
+        let mut cp = open(out).unwrap();
+        assert_eq!(cp.done(), expect_done, "notes: {:?}", cp.notes());
+        let notes = cp.notes();
+        cp.append(&SEQS[expect_done * 3..]).unwrap();
+        cp.finish().unwrap();
+        assert_eq!(fs::read(out).unwrap(), reference(d));
+        notes
+    }
+
+    fn edit(path: &Path, f: impl Fn(String) -> String) {
+        fs::write(path, f(fs::read_to_string(path).unwrap())).unwrap();
     }
 
     #[test]
     fn streamed_in_batches_equals_the_whole_write() {
         let d = tmp("stream");
         let out = display(&d.join("out.json"));
-        let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
+        let mut cp = open(&out).unwrap();
         assert_eq!(cp.done(), 0);
-        assert!(!cp.dir.exists(), "nothing is written before the first batch");
+        assert!(!cp.dir.exists(), "nothing but the lock is written before the first batch");
+        assert!(d.join("out.json.lock").exists(), "the lock is held");
         cp.append(&SEQS[..3]).unwrap();
         cp.append(&SEQS[3..]).unwrap();
         cp.finish().unwrap();
         assert_eq!(fs::read(&out).unwrap(), reference(&d));
         assert!(!PathBuf::from(format!("{out}.checkpoint")).exists());
-        // Twin: batches committed out of order give other bytes.
+        assert!(!d.join("out.json.lock").exists(), "the lock is released");
+        // Twin: batches given out of order are refused, not written.
         let out2 = display(&d.join("out2.json"));
-        let mut cp = Checkpoint::open(&out2, &header(3, "aa"), &STARTS, false).unwrap();
-        cp.append(&SEQS[6..]).unwrap();
-        cp.append(&SEQS[..6]).unwrap();
-        cp.finish().unwrap();
-        assert_ne!(fs::read(&out2).unwrap(), reference(&d));
+        let mut cp = open(&out2).unwrap();
+        let e = cp.append(&SEQS[6..]).unwrap_err().to_string();
+        assert!(e.contains("batches out of order"), "{e}");
     }
 
     #[test]
     fn a_resume_after_a_kill_mid_batch_gives_the_same_bytes() {
         let d = tmp("resume");
         let out = display(&d.join("out.json"));
-        let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
+        let mut cp = open(&out).unwrap();
         cp.append(&SEQS[..6]).unwrap();
         drop(cp);
-        // A batch cut by kill -9: appended but never committed.
+        // A batch cut by kill -9: appended but never recorded.
         let mut f = OpenOptions::new().append(true).open(d.join("out.json.checkpoint").join(PART)).unwrap();
         f.write_all(b",\n[7,8,").unwrap();
         drop(f);
-        let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
+        let mut cp = open(&out).unwrap();
         assert_eq!(cp.done(), 2);
+        assert!(cp.notes().is_empty(), "an unrecorded tail is no failure: {:?}", cp.notes());
         cp.append(&SEQS[6..9]).unwrap();
         drop(cp);
-        let cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
+        let cp = open(&out).unwrap();
         assert_eq!(cp.done(), 3);
         assert!(cp.finish().is_err(), "finish before every sequence is done");
-        let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
+        let mut cp = open(&out).unwrap();
         assert!(cp.append(&SEQS[6..]).is_err(), "more sequences than the job has");
         cp.append(&SEQS[9..]).unwrap();
         cp.finish().unwrap();
@@ -400,10 +756,72 @@ mod tests {
     }
 
     #[test]
+    fn a_second_writer_is_refused_while_the_first_holds_the_lock() {
+        let d = tmp("second");
+        let out = two_batches(&d);
+        let first = open(&out).unwrap();
+        let e = open(&out).err().unwrap().to_string();
+        assert!(e.contains("out.json.lock: another divgpu run is writing this output (host"), "{e}");
+        drop(first);
+        // Twin: released, the same job resumes.
+        assert_eq!(open(&out).unwrap().done(), 3);
+    }
+
+    #[test]
+    fn an_edited_done_is_noted_and_the_records_are_the_truth() {
+        for claimed in [1usize, 4, 40] {
+            let d = tmp(&format!("done{claimed}"));
+            let out = two_batches(&d);
+            edit(&d.join("out.json.checkpoint").join(STATE), |t| t.replace("\"done\": 3", &format!("\"done\": {claimed}")));
+            let notes = resume_and_finish(&d, &out, 3);
+            let noted = notes.iter().any(|n| n.contains(&format!("says {claimed} sequences are done, but its batch records prove 3")));
+            assert_eq!(noted, claimed > 3, "{claimed}: {notes:?}");
+        }
+    }
+
+    #[test]
+    fn damaged_batches_are_recomputed_from_the_first_bad_one() {
+        // (what is damaged, sequences kept, the note expected)
+        type Damage = fn(&Path);
+        let cases: [(Damage, usize, &str); 6] = [
+            (|c| edit(&c.join(PART), |t| t.replacen("[7,8,6]", "[7,6,8]", 1)), 1, "its bytes do not match their sha256"),
+            (|c| edit(&c.join(PART), |t| t.replacen("[5,1,2]", "[5,2,1]", 1)), 0, "its bytes do not match"),
+            (|c| edit(&c.join(PART), |t| t.replacen("[0,3,4]", "[1,3,4]", 1)), 1, "starts at 1, not at this run's start 0"),
+            (|c| edit(&c.join(BATCHES), |t| t.replacen("\"sha256\":\"", "\"sha256\":\"0", 1)), 0, "do not match their sha256"),
+            (|c| edit(&c.join(BATCHES), |t| t[..t.len() - 5].to_string()), 1, "its record was cut short"),
+            (|c| { let f = OpenOptions::new().write(true).open(c.join(PART)).unwrap(); let n = f.metadata().unwrap().len(); f.set_len(n - 4).unwrap(); }, 1, "truncated"),
+        ];
+        for (i, (damage, kept, want)) in cases.into_iter().enumerate() {
+            let d = tmp(&format!("damage{i}"));
+            let out = two_batches(&d);
+            damage(&d.join("out.json.checkpoint"));
+            let notes = resume_and_finish(&d, &out, kept);
+            assert!(notes.len() == 1 && notes[0].contains(want) && notes[0].contains(&format!("recomputing from sequence {kept}")), "case {i}: {notes:?}");
+        }
+        // Twin: an untouched checkpoint resumes everything, with no note.
+        let d = tmp("untouched");
+        let out = two_batches(&d);
+        assert!(resume_and_finish(&d, &out, 3).is_empty());
+    }
+
+    #[test]
+    fn a_kill_before_the_first_summary_resumes_from_the_records() {
+        let d = tmp("nostate");
+        let out = two_batches(&d);
+        fs::remove_file(d.join("out.json.checkpoint").join(STATE)).unwrap();
+        assert!(resume_and_finish(&d, &out, 3).is_empty());
+        // Twin: the header still tells the job: another table is refused.
+        let out = two_batches(&tmp("nostate-other"));
+        fs::remove_file(PathBuf::from(format!("{out}.checkpoint")).join(STATE)).unwrap();
+        let e = Checkpoint::open(&out, &header(3, "bb"), &STARTS, false).err().unwrap().to_string();
+        assert!(e.contains("does not start with this run's cache header"), "{e}");
+    }
+
+    #[test]
     fn another_job_is_refused_and_restart_discards_it() {
         let d = tmp("refuse");
         let out = display(&d.join("out.json"));
-        let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
+        let mut cp = open(&out).unwrap();
         cp.append(&SEQS[..3]).unwrap();
         drop(cp);
         let err = |h: &CacheHeader, s: &[u32]| Checkpoint::open(&out, h, s, false).err().map(|e| e.to_string());
@@ -415,26 +833,22 @@ mod tests {
         assert!(err(&h16, &STARTS).unwrap().contains("contract fp32"));
         assert!(err(&header(3, "bb"), &STARTS).unwrap().ends_with("pass --restart to discard it (or --out to write elsewhere)"));
         // Twin: the same job resumes.
-        assert_eq!(Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap().done(), 1);
+        assert_eq!(open(&out).unwrap().done(), 1);
         let cp = Checkpoint::open(&out, &header(3, "bb"), &STARTS, true).unwrap();
         assert_eq!(cp.done(), 0);
         assert!(!cp.dir.exists());
     }
 
     #[test]
-    fn a_damaged_checkpoint_is_refused() {
+    fn an_unreadable_or_old_checkpoint_is_refused() {
         let d = tmp("damaged");
-        let out = display(&d.join("out.json"));
-        let mut cp = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).unwrap();
-        cp.append(&SEQS[..6]).unwrap();
-        drop(cp);
-        let part = d.join("out.json.checkpoint").join(PART);
-        let len = fs::metadata(&part).unwrap().len();
-        OpenOptions::new().write(true).open(&part).unwrap().set_len(len - 2).unwrap();
-        let e = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).err().unwrap().to_string();
-        assert!(e.contains("fewer than the") && e.contains("--restart"), "{e}");
-        fs::write(d.join("out.json.checkpoint").join(STATE), "{").unwrap();
-        let e = Checkpoint::open(&out, &header(3, "aa"), &STARTS, false).err().unwrap().to_string();
+        let out = two_batches(&d);
+        let state = d.join("out.json.checkpoint").join(STATE);
+        edit(&state, |t| t.replace("\"version\": 2", "\"version\": 1"));
+        let e = open(&out).err().unwrap().to_string();
+        assert!(e.contains("a checkpoint of version 1") && e.contains("--restart"), "{e}");
+        fs::write(&state, "{").unwrap();
+        let e = open(&out).err().unwrap().to_string();
         assert!(e.contains("state.json is damaged"), "{e}");
         // A foreign file in the folder: --restart refuses to delete the folder.
         fs::write(d.join("out.json.checkpoint").join("notes.txt"), "mine").unwrap();
@@ -443,8 +857,34 @@ mod tests {
     }
 
     #[test]
+    fn a_linked_checkpoint_folder_is_refused_even_with_restart() {
+        let d = tmp("linkdir");
+        fs::create_dir(d.join("elsewhere")).unwrap();
+        fs::write(d.join("elsewhere").join(STATE), "precious").unwrap();
+        std::os::unix::fs::symlink(d.join("elsewhere"), d.join("out.json.checkpoint")).unwrap();
+        let out = display(&d.join("out.json"));
+        let e = Checkpoint::open(&out, &header(3, "aa"), &STARTS, true).err().unwrap().to_string();
+        assert!(e.contains("is not a checkpoint folder divgpu made"), "{e}");
+        assert_eq!(fs::read_to_string(d.join("elsewhere").join(STATE)).unwrap(), "precious");
+    }
+
+    #[test]
+    fn a_linked_output_gets_the_cache_and_keeps_its_link() {
+        let d = tmp("linkout");
+        fs::create_dir(d.join("real")).unwrap();
+        std::os::unix::fs::symlink("real/cache.json", d.join("out.json")).unwrap();
+        let out = display(&d.join("out.json"));
+        let mut cp = open(&out).unwrap();
+        assert!(cp.path().ends_with("real/cache.json.checkpoint"), "{}", cp.path());
+        cp.append(&SEQS).unwrap();
+        cp.finish().unwrap();
+        assert!(fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(d.join("real/cache.json")).unwrap(), reference(&d));
+    }
+
+    #[test]
     fn a_missing_folder_is_an_error_before_any_work() {
-        let e = Checkpoint::open("/nonexistent-divgpu/out.json", &header(3, "aa"), &STARTS, false).err().unwrap();
+        let e = open("/nonexistent-divgpu/out.json").err().unwrap();
         assert!(e.to_string().contains("does not exist"));
     }
 }

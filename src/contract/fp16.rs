@@ -55,6 +55,7 @@ use std::io::Read;
 use sha2::{Digest, Sha256};
 
 use super::atomic::write_atomically;
+use super::safe_write::{check_files, Named};
 use super::table::hex;
 
 pub const BIN_NAME: &str = "embeddings_fp16.bin";
@@ -67,6 +68,21 @@ pub struct Fp16Meta {
     pub dim: usize,
     /// sha256 of the embeddings.json the .bin was made from.
     pub embeddings_sha256: String,
+    /// `checksum(num_items, dim, .bin)`: binds the shape to the halves, so
+    /// an edited shape (1200 x 32 for a 600 x 64 table: the same size) or an
+    /// altered .bin is refused on load. Absent in the files of older divgpus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape_and_bin_sha256: Option<String>,
+}
+
+/// sha256 of the shape (N, then D, as little-endian u64) followed by the
+/// .bin's bytes.
+pub fn checksum(num_items: u64, dim: u64, bin: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(num_items.to_le_bytes());
+    h.update(dim.to_le_bytes());
+    h.update(bin);
+    hex(&h.finalize())
 }
 
 /// The .bin and .meta.json paths next to `json_path`.
@@ -79,9 +95,14 @@ pub fn paths(json_path: &str) -> (String, String) {
 /// Converts `embeddings.json` to `embeddings_fp16.bin` (N×D little-endian
 /// halves, row-major, no header) and its meta file, both written atomically.
 pub fn convert(json_path: &str) -> Result<(String, String)> {
+    let (bin, meta_path) = paths(json_path);
+    check_files(
+        &[Named { option: "convert-fp16: the .bin", path: &bin }, Named { option: "convert-fp16: the meta file", path: &meta_path }],
+        &[Named { option: "the table", path: json_path }],
+        false,
+    )?;
     let table = Table::load(json_path)?;
     let halves = to_fp16(&table)?;
-    let (bin, meta_path) = paths(json_path);
     let bytes: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
     write_atomically(&bin, |w| {
         std::io::Write::write_all(w, &bytes)?;
@@ -92,6 +113,7 @@ pub fn convert(json_path: &str) -> Result<(String, String)> {
         num_items: table.n,
         dim: table.dim,
         embeddings_sha256: table.sha256.clone(),
+        shape_and_bin_sha256: Some(checksum(table.n as u64, table.dim as u64, &bytes)),
     };
     write_atomically(&meta_path, |w| {
         serde_json::to_writer_pretty(&mut *w, &meta)?;
@@ -116,6 +138,7 @@ pub fn load(json_path: &str) -> Result<Table> {
     // One copy: straight from the file into the u16 table.
     let mut halves = vec![0u16; meta.num_items * meta.dim];
     file.read_exact(bytemuck::cast_slice_mut(&mut halves)).map_err(|e| Error::io(&bin, e))?;
+    check_checksum(json_path, &bin, &meta_path, &meta, bytemuck::cast_slice(&halves))?;
     if cfg!(target_endian = "big") {
         halves.iter_mut().for_each(|h| *h = u16::from_le(*h));
     }
@@ -128,6 +151,7 @@ pub fn parse(json_path: &str, json_sha: &str, meta_text: &[u8], bin_bytes: &[u8]
     let (bin, meta_path) = paths(json_path);
     let (meta, expected) = check_meta(json_path, &bin, &meta_path, meta_text, json_sha)?;
     check_size(json_path, &bin, &meta, bin_bytes.len() as u64, expected)?;
+    check_checksum(json_path, &bin, &meta_path, &meta, bin_bytes)?;
     let halves: Vec<u16> = bin_bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
     finish(json_path, &bin, &meta, &halves, json_sha.to_string())
 }
@@ -164,6 +188,25 @@ fn check_meta(json_path: &str, bin: &str, meta_path: &str, meta_text: &[u8], sha
     Ok((meta, expected))
 }
 
+/// The shape and the .bin's bytes against the meta file's checksum.
+fn check_checksum(json_path: &str, bin: &str, meta_path: &str, meta: &Fp16Meta, bin_bytes: &[u8]) -> Result<()> {
+    let again = format!("run 'divgpu convert-fp16 {json_path}' again");
+    let Some(recorded) = &meta.shape_and_bin_sha256 else {
+        return Err(Error::input(meta_path, format!("made by an older divgpu (no shape_and_bin_sha256): {again}")));
+    };
+    if checksum(meta.num_items as u64, meta.dim as u64, bin_bytes) != *recorded {
+        return Err(Error::input(
+            meta_path,
+            format!(
+                "the shape it records ({} x {}) and {bin} do not match its shape_and_bin_sha256: one of them was edited \
+                 or damaged; {again}",
+                meta.num_items, meta.dim
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_size(json_path: &str, bin: &str, meta: &Fp16Meta, size: u64, expected: u64) -> Result<()> {
     if size != expected {
         return Err(missing(
@@ -189,8 +232,22 @@ mod file_tests {
 
     const SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
+    /// A meta file whose checksum is that of the shape `n` x `dim` and `bin`
+    /// (where both are numbers; "x" where they are not).
+    fn meta_of(n: &str, dim: &str, sha: &str, bin: &[u8]) -> String {
+        let sum = match (n.parse::<u64>(), dim.parse::<u64>()) {
+            (Ok(n), Ok(d)) => checksum(n, d, bin),
+            _ => "x".into(),
+        };
+        format!(r#"{{"format":"divgpu-fp16","num_items":{n},"dim":{dim},"embeddings_sha256":"{sha}","shape_and_bin_sha256":"{sum}"}}"#)
+    }
+
     fn meta(n: &str, dim: &str, sha: &str) -> String {
-        format!(r#"{{"format":"divgpu-fp16","num_items":{n},"dim":{dim},"embeddings_sha256":"{sha}"}}"#)
+        meta_of(n, dim, sha, &[])
+    }
+
+    fn halves(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|&x| f16::from_f32(x).to_bits().to_le_bytes()).collect()
     }
 
     fn err(meta: &str, bin: &[u8]) -> String {
@@ -202,10 +259,28 @@ mod file_tests {
 
     #[test]
     fn a_good_pair_reads_back() -> Result<()> {
-        let bin: Vec<u8> = [1.0f32, 2.0, -0.5, 4.0].iter().flat_map(|&x| f16::from_f32(x).to_bits().to_le_bytes()).collect();
-        let t = parse("e.json", SHA, meta("2", "2", SHA).as_bytes(), &bin)?;
+        let bin = halves(&[1.0, 2.0, -0.5, 4.0]);
+        let t = parse("e.json", SHA, meta_of("2", "2", SHA, &bin).as_bytes(), &bin)?;
         assert_eq!((t.n, t.dim, t.data), (2, 2, vec![1.0, 2.0, -0.5, 4.0]));
         Ok(())
+    }
+
+    // Issue 15: the meta's N x D was trusted (a meta saying 1200 x 32 for a
+    // 600 x 64 table, the same size, gave a cache claiming 1200 x 32).
+    #[test]
+    fn an_edited_shape_or_bin_is_refused_naming_the_meta_file() {
+        let bin = halves(&[1.0, 2.0, -0.5, 4.0, 3.0, 1.5]);
+        let good = meta_of("3", "2", SHA, &bin);
+        let reshaped = good.replacen("\"num_items\":3,\"dim\":2", "\"num_items\":2,\"dim\":3", 1);
+        let e = err(&reshaped, &bin);
+        assert!(e.starts_with("embeddings_fp16.meta.json: the shape it records (2 x 3) and embeddings_fp16.bin do not match"), "{e}");
+        let mut flipped = bin.clone();
+        flipped[3] ^= 0x01;
+        assert!(err(&good, &flipped).contains("do not match its shape_and_bin_sha256"));
+        let old = good.replacen(&format!(",\"shape_and_bin_sha256\":\"{}\"", checksum(3, 2, &bin)), "", 1);
+        assert!(err(&old, &bin).contains("made by an older divgpu"), "{}", err(&old, &bin));
+        // Twin: the pair as written reads back as 3 x 2.
+        assert_eq!(parse("e.json", SHA, good.as_bytes(), &bin).map(|t| (t.n, t.dim)).ok(), Some((3, 2)));
     }
 
     // Found by the fuzzer (fp16 target, after 342,722 executions): the meta

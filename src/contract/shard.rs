@@ -28,12 +28,13 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::Range;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::atomic::write_atomically;
+pub use super::cache::starts_sha256;
+use super::safe_write::{check_files, Named};
 use super::cache::{self, CacheHeader};
 use super::table::hex;
 use crate::error::{Error, Result};
@@ -56,15 +57,6 @@ pub struct PartHeader {
     pub header: CacheHeader,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
-}
-
-/// sha256 of a list of starts: u32 little-endian, in order.
-pub fn starts_sha256(starts: &[u32]) -> String {
-    let mut h = Sha256::new();
-    for s in starts {
-        h.update(s.to_le_bytes());
-    }
-    hex(&h.finalize())
 }
 
 /// Positions of the starts that part `index` of `count` holds, out of `total`.
@@ -145,7 +137,7 @@ fn read_head(path: &str) -> Result<(PartHeader, u64)> {
 /// Streams the sequences of a cache's `sequences` array, from just past its
 /// `[`: JSON whitespace, arrays of non-negative integers, then `]}` and the
 /// end of the file. Errors are one line with the byte offset.
-struct Sequences<R: Read> {
+pub(crate) struct Sequences<R: Read> {
     r: R,
     buf: Box<[u8]>,
     pos: usize,
@@ -158,8 +150,24 @@ struct Sequences<R: Read> {
 }
 
 impl<R: Read> Sequences<R> {
-    fn new(r: R, offset: u64) -> Self {
-        Sequences { r, buf: vec![0; 1 << 20].into_boxed_slice(), pos: 0, len: 0, offset, count: 0, done: false }
+    pub(crate) fn new(r: R, offset: u64) -> Self {
+        Sequences::after(r, offset, 0)
+    }
+
+    /// A reader of the sequences that follow the first `count` (a
+    /// checkpoint's batch: its first sequence has a comma before it unless
+    /// `count` is 0).
+    pub(crate) fn after(r: R, offset: u64, count: usize) -> Self {
+        Sequences { r, buf: vec![0; 1 << 20].into_boxed_slice(), pos: 0, len: 0, offset, count, done: false }
+    }
+
+    pub(crate) fn into_inner(self) -> R {
+        self.r
+    }
+
+    /// Whether nothing but JSON whitespace is left.
+    pub(crate) fn at_end(&mut self) -> std::result::Result<bool, String> {
+        Ok(self.skip_ws()?.is_none())
     }
 
     fn peek(&mut self) -> std::result::Result<Option<u8>, String> {
@@ -205,7 +213,7 @@ impl<R: Read> Sequences<R> {
     /// Reads the next sequence into `seq`; false after the last one. A
     /// sequence longer than `length` is an error as soon as it is, so memory
     /// stays one sequence whatever the file holds.
-    fn next(&mut self, seq: &mut Vec<u32>, length: usize, num_items: usize) -> std::result::Result<bool, String> {
+    pub(crate) fn next(&mut self, seq: &mut Vec<u32>, length: usize, num_items: usize) -> std::result::Result<bool, String> {
         if self.done {
             return Ok(false);
         }
@@ -328,6 +336,9 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
     if paths.is_empty() {
         return Err(Error::Usage("merge: no parts given".into()));
     }
+    // Before anything is read: the output is writable and none of the parts.
+    let inputs: Vec<Named> = paths.iter().map(|p| Named { option: "part", path: p }).collect();
+    check_files(&[Named { option: "--out", path: out }], &inputs, true)?;
     let mut parts = Vec::with_capacity(paths.len());
     for path in paths {
         let (h, offset) = read_head(path)?;
@@ -386,11 +397,9 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
             parts.len()
         )));
     }
-    let header = parts[0].header.clone();
     let expected = parts[0].shard.starts_sha256.clone();
-    if same_file(out, &parts) {
-        return Err(Error::input(out, "the output is one of the parts; write the merge elsewhere"));
-    }
+    // The merge is the unsharded run's cache: the whole run's starts.
+    let header = parts[0].header.with_starts(parts[0].shard.starts, &expected);
     let (length, num_items) = (header.length, header.num_items);
     let mut written = 0usize;
     write_atomically(out, |w| {
@@ -402,8 +411,10 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
             let mut f = File::open(&part.path).map_err(|e| Error::io(&part.path, e))?;
             f.seek(SeekFrom::Start(part.offset)).map_err(|e| Error::io(&part.path, e))?;
             let mut reader = Sequences::new(f, part.offset);
+            let mut own = Sha256::new();
             while reader.next(&mut seq, length, num_items).map_err(bad)? {
                 starts.update(seq[0].to_le_bytes());
+                own.update(seq[0].to_le_bytes());
                 cache::write_sequences(w, &seq, length, written)?;
                 written += 1;
             }
@@ -420,6 +431,7 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
                 ))
                 .into());
             }
+            cache::check_contents(&part.path, &part.header, reader.count, &hex(&own.finalize()))?;
         }
         if hex(&starts.finalize()) != expected {
             return Err(Error::Usage(
@@ -435,17 +447,12 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
     Ok(Merged { parts: parts.len(), sequences: written, length })
 }
 
-/// Whether `out` is one of the parts (the rename would replace it).
-fn same_file(out: &str, parts: &[Part]) -> bool {
-    let Ok(out) = Path::new(out).canonicalize() else { return false };
-    parts.iter().any(|p| Path::new(&p.path).canonicalize().is_ok_and(|q| q == out))
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::fs;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     use crate::contract::checkpoint::Checkpoint;
 
@@ -584,7 +591,7 @@ mod tests {
         let plain = s(&d.join("whole.json"));
         whole(&d);
         assert!(merge_err(&out, &[plain]).contains("not a part of a sharded run"));
-        assert!(merge_err(&p[0], &p).contains("the output is one of the parts"));
+        assert!(merge_err(&p[0], &p).contains("is the same file as part"));
         assert_eq!(fs::read_to_string(&out).unwrap(), "precious", "refusals leave the output alone");
         // Twin: the three right parts merge.
         merge(&out, &p).unwrap();
@@ -603,7 +610,7 @@ mod tests {
         let fresh = || parts(&d, &header(3, SHA), &STARTS, 3, "d");
         // (text replaced in part 1, by, the error expected)
         let cases = [
-            ("[7,8,0]", "[8,7,0]", "do not hash to the run's starts_sha256"),
+            ("[7,8,0]", "[8,7,0]", "first items do not hash to the header's starts_sha256"),
             ("[7,8,0]", "[7,8]", "sequence 0 has 2 items, the header says length 3"),
             ("[7,8,0]", "[7,8,0,1]", "sequence 0 has more than 3 items"),
             ("[7,8,0]", "[7,9,0]", "sequence 0, step 1: item 9 is out of range"),
@@ -613,7 +620,8 @@ mod tests {
             ("\n[7,8,0],", "", "has 1 sequences; its block of the run's 7 starts holds 2"),
             ("\n]}\n", "\n]", "truncated"),
             ("\n]}\n", "\n]}x", "expected the end of the file"),
-            ("\"version\":1", "\"version\":2", "not a divgpu cache of version 1"),
+            ("\"version\":2", "\"version\":3", "not a divgpu cache of version 1 or 2"),
+            ("\"starts_count\":2", "\"starts_count\":3", "has 2 sequences, but its header says starts_count 3"),
             ("\"sequences\"", "\"seq\"", "no \"sequences\""),
             ("\"index\":1", "\"index\":3", "the index is 0-based"),
         ];

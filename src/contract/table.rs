@@ -160,6 +160,8 @@ impl Table {
         match TableFormat::of(path) {
             Some(TableFormat::Npy) => super::npy::write(self, path),
             Some(TableFormat::Json) => self.write_json(path),
+            // Standard output (synth --out -): JSON, the text form.
+            None if path == "-" => self.write_json(path),
             None => Err(Error::input(path, "a table is written as .npy or .json: the name must end in one of them")),
         }
     }

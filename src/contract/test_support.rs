@@ -16,6 +16,9 @@ pub fn header(length: usize, sha: &str) -> CacheHeader {
         dim: 3,
         length,
         embeddings_sha256: sha.into(),
+        starts_count: None,
+        starts_sha256: None,
+        divgpu_version: None,
     }
 }
 

@@ -1,5 +1,9 @@
-//! `CheckpointHandle`: the checkpoint of `run` (`contract::checkpoint`) for
-//! Lua: `cp.done`, `cp.total`, `cp.path`, `cp:append(sequences)`, `cp:finish()`.
+//! `CheckpointHandle`: the checkpoint of `run` (`contract::checkpoint`), or
+//! the stream of `run --out -`, for Lua: `cp.done`, `cp.total`, `cp.path`,
+//! `cp.notes` (lines for the user: a stale lock taken over, batches that
+//! failed their check and are recomputed), `cp:append(sequences)`,
+//! `cp:finish()`, `cp:close()` (ends it without finishing: the lock is
+//! released, the checkpoint kept; `os.exit` runs no finaliser).
 //!
 //! `append` hands the batch to a writer thread and returns: formatting a batch
 //! of long sequences as JSON takes the CPU longer than a GPU chunk (2,787 ×
@@ -18,8 +22,10 @@ use std::thread::JoinHandle;
 use mlua::{UserData, UserDataFields, UserDataMethods, UserDataRef};
 
 use super::arrays::HostArray;
-use crate::contract::checkpoint::Checkpoint;
+use crate::contract::checkpoint::BatchSink;
 use crate::error::{Error, Result};
+
+type Checkpoint = Box<dyn BatchSink>;
 
 /// The writer thread: it owns the checkpoint while batches are queued.
 struct Writer {
@@ -131,6 +137,7 @@ impl UserData for CheckpointHandle {
         f.add_field_method_get("done", |_, this| Ok(this.with(|cp| Ok(cp.done()))?));
         f.add_field_method_get("total", |_, this| Ok(this.with(|cp| Ok(cp.total()))?));
         f.add_field_method_get("path", |_, this| Ok(this.with(|cp| Ok(cp.path()))?));
+        f.add_field_method_get("notes", |_, this| Ok(this.with(|cp| Ok(cp.notes()))?));
     }
 
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
@@ -148,6 +155,16 @@ impl UserData for CheckpointHandle {
                 }
                 _ => Err(Error::Usage("checkpoint: already finished".into()).into()),
             }
+        });
+        // Waits for the commits queued (their failure is not raised: the
+        // caller is already ending), then drops the checkpoint and its lock.
+        m.add_method("close", |_, this, ()| {
+            let _ = this.with(|_| Ok(()));
+            let mut slot = this.lock()?;
+            if !matches!(&*slot, Slot::Failed(_)) {
+                *slot = Slot::Finished;
+            }
+            Ok(())
         });
     }
 }

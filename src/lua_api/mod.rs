@@ -4,6 +4,7 @@
 mod arrays;
 mod checkpoint;
 mod embeddings;
+mod files;
 mod gpu;
 mod gram;
 mod plot;
@@ -16,8 +17,10 @@ use mlua::{Lua, Table as LuaTable, UserDataRef, UserDataRefMut, Value};
 use self::arrays::HostArray;
 use self::checkpoint::CheckpointHandle;
 use self::embeddings::Embeddings;
+use self::files::LockHandle;
 use self::gpu::{info_table, Context, Spirv};
-use crate::contract::{cache, checkpoint::Checkpoint, mirror, shard, synth, table::Table};
+use crate::contract::checkpoint::{BatchSink, Checkpoint, StdoutCache};
+use crate::contract::{cache, mirror, safe_write, shard, synth, table::Table};
 use crate::error::Error;
 use crate::shaders;
 use crate::vk::context::{all_validation_messages, timeout_from_env, timeout_from_seconds, Device, DeviceSelector, Instance};
@@ -36,6 +39,20 @@ fn selector(v: Value) -> mlua::Result<DeviceSelector> {
         }
         other => return Err(Error::Usage(format!("device must be an index or a name, got {other:?}")).into()),
     })
+}
+
+/// `o[key]`: a whole number in 0..=2^53 (what a Lua number holds exactly),
+/// or `default` when absent; anything else is an error naming the key.
+fn whole_number(o: &LuaTable, key: &str, default: Option<u64>) -> mlua::Result<u64> {
+    const MAX: f64 = 9_007_199_254_740_992.0; // 2^53
+    let bad = |v: &str| Error::Usage(format!("synth: {key} {v} is not a whole number in 0..2^53")).into();
+    match o.get::<Value>(key)? {
+        Value::Nil => default.ok_or_else(|| Error::Usage(format!("synth: {key} is required")).into()),
+        Value::Integer(i) => u64::try_from(i).map_err(|_| bad(&i.to_string())),
+        Value::Number(x) if (0.0..=MAX).contains(&x) && x.fract() == 0.0 => Ok(x as u64),
+        Value::Number(x) => Err(bad(&x.to_string())),
+        other => Err(bad(other.type_name())),
+    }
 }
 
 /// Validation is on when asked for, or when DIVGPU_VALIDATION=1 (the tests).
@@ -112,6 +129,12 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
     // divgpu.inject_fault(kind): only in the fault-injection build (tests).
     #[cfg(feature = "fault-injection")]
     m.set("inject_fault", lua.create_function(|_, kind: String| Ok(crate::vk::fault::arm(&kind)?))?)?;
+    // divgpu.inject_write_fault(kind): the next commit's sync or rename fails (tests).
+    #[cfg(feature = "fault-injection")]
+    m.set(
+        "inject_write_fault",
+        lua.create_function(|_, kind: String| Ok(crate::contract::safe_write::fault::arm(&kind)?))?,
+    )?;
 
     // divgpu.convert_fp16(json_path) -> bin_path, meta_path
     m.set(
@@ -129,15 +152,33 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         lua.create_function(|_, path: String| Ok(Embeddings(Arc::new(Table::load(&path)?))))?,
     )?;
 
-    // divgpu.synth{ n, dim, clusters = 16, seed = 1, noise = 0.5 } -> embeddings
+    // divgpu.synth{ n, dim, clusters = 16, seed = 1, noise = 0.5 } -> embeddings.
+    // Sizes are checked here, and the memory they need reserved once, so that
+    // a huge request is an error, never an abort (synth allocates plainly).
     m.set(
         "synth",
         lua.create_function(|_, o: LuaTable| {
-            let n: usize = o.get("n")?;
-            let dim: usize = o.get("dim")?;
-            let clusters: usize = o.get::<Option<usize>>("clusters")?.unwrap_or(16);
-            let seed: u64 = o.get::<Option<u64>>("seed")?.unwrap_or(1);
+            let n = whole_number(&o, "n", None)?;
+            let dim = whole_number(&o, "dim", None)?;
+            let clusters = whole_number(&o, "clusters", Some(16))?.max(1);
+            let seed = whole_number(&o, "seed", Some(1))?;
             let noise: f64 = o.get::<Option<f64>>("noise")?.unwrap_or(0.5);
+            if clusters > n.max(16) {
+                return Err(Error::Usage(format!("synth: clusters {clusters} is more than the larger of n ({n}) and 16")).into());
+            }
+            let (n, dim, clusters) = (n as usize, dim as usize, clusters as usize);
+            // The rows (f32), a row in f64 and the centres (f64): fallible, once.
+            let bytes = n
+                .checked_mul(dim)
+                .and_then(|v| v.checked_mul(4))
+                .and_then(|b| clusters.checked_mul(dim)?.checked_mul(8)?.checked_add(b))
+                .ok_or_else(|| Error::Usage(format!("synth: {n} x {dim} values do not fit in memory")))?;
+            let mut probe: Vec<u8> = Vec::new();
+            probe.try_reserve_exact(bytes).map_err(|_| Error::OutOfMemory {
+                what: format!("synth: {n} x {dim} values and {clusters} centres need {bytes} bytes"),
+                kind: "host",
+            })?;
+            drop(probe);
             Ok(Embeddings(Arc::new(synth::clustered(n, dim, clusters, seed, noise)?)))
         })?,
     )?;
@@ -353,41 +394,42 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
-    // The cache header of a job given as { contract, length } on `table`.
-    fn cache_header(o: &LuaTable, table: &Table) -> mlua::Result<cache::CacheHeader> {
-        Ok(cache::CacheHeader {
-            format: cache::FORMAT.into(),
-            version: cache::VERSION,
-            contract: o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into()),
-            num_items: table.n,
-            dim: table.dim,
-            length: o.get("length")?,
-            embeddings_sha256: table.sha256.clone(),
-        })
+    // The cache header of a job of `starts` given as { contract, length } on `table`.
+    fn cache_header(o: &LuaTable, table: &Table, starts: &[u32]) -> mlua::Result<cache::CacheHeader> {
+        let contract = o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into());
+        Ok(cache::CacheHeader::new(&contract, table.n, table.dim, o.get("length")?, &table.sha256, starts))
     }
 
-    // divgpu.write_cache(path, { contract, table, length, sequences })
+    // divgpu.write_cache(path, { contract, table, length, sequences }): the
+    // starts the header records are the sequences' first items.
     m.set(
         "write_cache",
         lua.create_function(|_, (path, o): (String, LuaTable)| {
             let table: UserDataRef<Embeddings> = o.get("table")?;
             let sequences: UserDataRef<HostArray> = o.get("sequences")?;
-            let header = cache_header(&o, &table.0)?;
-            Ok(cache::write(&path, &header, sequences.as_u32("sequences")?)?)
+            let flat = sequences.as_u32("sequences")?;
+            let length: usize = o.get("length")?;
+            cache::check_whole(flat.len(), length)?;
+            let starts: Vec<u32> = flat.iter().step_by(length).copied().collect();
+            let header = cache_header(&o, &table.0, &starts)?;
+            Ok(cache::write(&path, &header, flat)?)
         })?,
     )?;
 
-    // divgpu.checkpoint(out, { contract, table, length, starts, restart, shard }) -> the
-    // checkpoint of a run writing `out` (OUT.checkpoint/): resumed when it
-    // belongs to this job, an error when it belongs to another (unless restart).
-    // shard = { index, count, starts = the whole run's starts }: a run of one
-    // part (`starts` are then the part's), whose cache is that part.
+    // divgpu.checkpoint(out, { contract, table, length, starts, restart, shard, lock }) -> the
+    // checkpoint of a run writing `out` (OUT.checkpoint/, held by OUT.lock):
+    // resumed when it belongs to this job, an error when it belongs to
+    // another (unless restart). shard = { index, count, starts = the whole
+    // run's starts }: a run of one part (`starts` are then the part's), whose
+    // cache is that part. lock: a divgpu.lock(out) already taken (else it is
+    // taken here, refused at once when held). out "-": the cache is streamed
+    // to standard output, with no checkpoint.
     m.set(
         "checkpoint",
         lua.create_function(|_, (out, o): (String, LuaTable)| {
             let table: UserDataRef<Embeddings> = o.get("table")?;
             let starts: UserDataRef<HostArray> = o.get("starts")?;
-            let header = cache_header(&o, &table.0)?;
+            let header = cache_header(&o, &table.0, starts.as_u32("starts")?)?;
             let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
             let part = match o.get::<Option<LuaTable>>("shard")? {
                 None => None,
@@ -401,8 +443,16 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
                     Some(sh)
                 }
             };
-            let cp = Checkpoint::open_shard(&out, &header, part, starts.as_u32("starts")?, restart)?;
-            Ok(CheckpointHandle::new(cp))
+            let starts = starts.as_u32("starts")?;
+            let sink: Box<dyn BatchSink> = if out == safe_write::STDOUT {
+                Box::new(StdoutCache::new(&header, part, starts)?)
+            } else {
+                match o.get::<Option<UserDataRef<LockHandle>>>("lock")? {
+                    Some(lock) => Box::new(Checkpoint::open_locked(&out, lock.take()?, &header, part, starts, restart)?),
+                    None => Box::new(Checkpoint::open_shard(&out, &header, part, starts, restart)?),
+                }
+            };
+            Ok(CheckpointHandle::new(sink))
         })?,
     )?;
 
@@ -449,6 +499,9 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
             t.set("dim", h.dim)?;
             t.set("length", h.length)?;
             t.set("embeddings_sha256", h.embeddings_sha256)?;
+            t.set("version", h.version)?;
+            t.set("starts_count", h.starts_count)?;
+            t.set("divgpu_version", h.divgpu_version)?;
             t.set("count", flat.len() / h.length.max(1))?;
             let starts: Vec<u32> = flat.iter().step_by(h.length.max(1)).copied().collect();
             t.set("starts", HostArray::U32(starts))?;
@@ -457,6 +510,7 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
 
+    files::register(lua, &m)?;
     plot::register(lua, &m)?;
     gram::register(lua, &m)?;
     Ok(m)

@@ -1,0 +1,150 @@
+//! The safe write path for Lua (`contract::safe_write`, `contract::lock`):
+//!
+//! - `divgpu.check_files{ outputs = {{option, path}, ...}, inputs = {...}, stdout = bool }`:
+//!   every output resolved and checked (a folder, FIFO or device refused; its
+//!   folder present and writable), none the same file as an input or another
+//!   output; raises a one-line error naming the option, else returns nothing;
+//! - `divgpu.output(path)` -> out: a temporary file beside `path`; `out:write(s)`
+//!   (unbuffered: each call reaches the file, so `tail -f out.temp_path`
+//!   follows it), `out:commit()` (synced and renamed onto `path`),
+//!   `out:abort()` (removed; so is one never committed, when collected);
+//! - `divgpu.lock(out, { wait, on_wait })` -> lock: `OUT.lock` taken before
+//!   the table is read; `lock.note` (a stale lock taken over, a wait),
+//!   `lock:release()`; given to `divgpu.checkpoint(out, { lock = lock })`;
+//! - `divgpu.is_utf8(s)`: whether a string (a path) is valid UTF-8.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Value};
+
+use crate::contract::checkpoint::{lock_note, lock_path};
+use crate::contract::lock::Lock;
+use crate::contract::safe_write::{check_files, Named, Output};
+use crate::error::{Error, Result};
+
+pub struct LockHandle {
+    lock: Mutex<Option<Lock>>,
+    note: Option<String>,
+    path: String,
+}
+
+impl LockHandle {
+    /// The lock, moved out (into the checkpoint that will hold it).
+    pub fn take(&self) -> Result<Lock> {
+        let mut slot = self.lock.lock().map_err(|_| Error::Usage("lock: poisoned".into()))?;
+        slot.take().ok_or_else(|| Error::Usage(format!("lock {}: already released or given away", self.path)))
+    }
+}
+
+impl UserData for LockHandle {
+    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
+        f.add_field_method_get("note", |_, this| Ok(this.note.clone()));
+        f.add_field_method_get("path", |_, this| Ok(this.path.clone()));
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
+        m.add_method("release", |_, this, ()| {
+            let _ = this.take();
+            Ok(())
+        });
+    }
+}
+
+pub struct OutputHandle(Mutex<Option<Output>>);
+
+impl OutputHandle {
+    fn with<T>(&self, f: impl FnOnce(&mut Output) -> Result<T>) -> Result<T> {
+        let mut slot = self.0.lock().map_err(|_| Error::Usage("output: poisoned".into()))?;
+        match slot.as_mut() {
+            Some(out) => f(out),
+            None => Err(Error::Usage("output: already committed or aborted".into())),
+        }
+    }
+
+    fn take(&self) -> Result<Option<Output>> {
+        Ok(self.0.lock().map_err(|_| Error::Usage("output: poisoned".into()))?.take())
+    }
+}
+
+impl UserData for OutputHandle {
+    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
+        f.add_field_method_get("temp_path", |_, this| Ok(this.with(|o| Ok(o.temp_path().display().to_string()))?));
+        f.add_field_method_get("path", |_, this| Ok(this.with(|o| Ok(o.target().given.clone()))?));
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
+        m.add_method("write", |_, this, text: mlua::String| {
+            Ok(this.with(|o| {
+                let name = o.target().describe();
+                o.file().write_all(&text.as_bytes()).map_err(|e| Error::input(name, format!("write failed: {e}")))
+            })?)
+        });
+        m.add_method("commit", |_, this, ()| {
+            let out = this.take()?.ok_or_else(|| Error::Usage("output: already committed or aborted".into()))?;
+            Ok(out.commit()?)
+        });
+        m.add_method("abort", |_, this, ()| {
+            drop(this.take()?);
+            Ok(())
+        });
+    }
+}
+
+/// `{{option, path}, ...}` from Lua.
+fn named_list(t: Option<LuaTable>) -> mlua::Result<Vec<(String, String)>> {
+    let mut list = Vec::new();
+    if let Some(t) = t {
+        for pair in t.sequence_values::<LuaTable>() {
+            let pair = pair?;
+            list.push((pair.get::<String>(1)?, pair.get::<String>(2)?));
+        }
+    }
+    Ok(list)
+}
+
+pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
+    m.set(
+        "check_files",
+        lua.create_function(|_, o: LuaTable| {
+            let outputs = named_list(o.get("outputs")?)?;
+            let inputs = named_list(o.get("inputs")?)?;
+            let stdout = o.get::<Option<bool>>("stdout")?.unwrap_or(false);
+            let outs: Vec<Named> = outputs.iter().map(|(o, p)| Named { option: o, path: p }).collect();
+            let ins: Vec<Named> = inputs.iter().map(|(o, p)| Named { option: o, path: p }).collect();
+            check_files(&outs, &ins, stdout)?;
+            Ok(())
+        })?,
+    )?;
+    m.set(
+        "output",
+        lua.create_function(|_, path: String| Ok(OutputHandle(Mutex::new(Some(Output::create(&path)?)))))?,
+    )?;
+    m.set(
+        "lock",
+        lua.create_function(|_, (out, o): (String, Option<LuaTable>)| {
+            let (wait, on_wait) = match &o {
+                Some(o) => (o.get::<Option<bool>>("wait")?.unwrap_or(false), o.get::<Option<mlua::Function>>("on_wait")?),
+                None => (false, None),
+            };
+            let path = lock_path(&out)?;
+            let (lock, taken) = Lock::acquire(&path, wait, |msg| {
+                if let Some(f) = &on_wait {
+                    let _ = f.call::<()>(msg.to_string());
+                }
+            })?;
+            let note = lock_note(&path, &taken);
+            Ok(LockHandle { lock: Mutex::new(Some(lock)), note, path: path.display().to_string() })
+        })?,
+    )?;
+    m.set(
+        "is_utf8",
+        lua.create_function(|_, s: Value| {
+            Ok(match s {
+                Value::String(s) => std::str::from_utf8(&s.as_bytes()).is_ok(),
+                _ => false,
+            })
+        })?,
+    )?;
+    Ok(())
+}
