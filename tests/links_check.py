@@ -73,8 +73,8 @@ def read_text(root, path):
     return data.decode("utf-8", errors="replace")
 
 
-def prose_lines(text):
-    """(line number, line) outside fenced code blocks, inline code removed."""
+def outside_fences(text):
+    """(line number, line) of the lines outside fenced code blocks."""
     fence = None
     for number, line in enumerate(text.split("\n"), 1):
         m = FENCE.match(line)
@@ -85,6 +85,12 @@ def prose_lines(text):
         if m:
             fence = m.group(1)
             continue
+        yield number, line
+
+
+def prose_lines(text):
+    """(line number, line) outside fenced code blocks, inline code removed."""
+    for number, line in outside_fences(text):
         yield number, INLINE_CODE.sub("", line)
 
 
@@ -104,16 +110,7 @@ def github_slug(text):
 def anchors_of(text):
     """Every anchor a link into this Markdown text may name."""
     anchors, seen = set(), {}
-    fence = None
-    for line in text.split("\n"):
-        m = FENCE.match(line)
-        if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                fence = None
-            continue
-        if m:
-            fence = m.group(1)
-            continue
+    for _, line in outside_fences(text):
         anchors.update(HTML_ANCHOR.findall(line))
         h = ATX_HEADING.match(line)
         if not h:
