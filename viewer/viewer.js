@@ -66,7 +66,7 @@
 
   const isCount = (x) => Number.isInteger(x) && x > 0;
 
-  // The checks of src/contract/cache.rs (README "File formats"), plus one
+  // The checks of src/contract/cache.rs (docs/formats.md, "Cache file"), plus one
   // sequence per start.
   function checkCache(name, c) {
     if (c === null || typeof c !== "object" || Array.isArray(c)) {
@@ -110,7 +110,7 @@
     return byStart;
   }
 
-  // README "File formats": a bare array of rows, or an object with
+  // docs/formats.md, "Embeddings table": a bare array of rows, or an object with
   // `embeddings` and optional `titles`, `ids`, `model`.
   function checkTable(name, t) {
     const rows = Array.isArray(t) ? t : t && t.embeddings;
