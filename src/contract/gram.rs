@@ -103,7 +103,7 @@ mod tests {
             assert!(imax >= t.inv_norm[j] as f64);
         }
         assert!(p < 1.0 + 1e-6, "inv_j |E_j| is 1 within f32 rounding: {p}");
-        assert_eq!(imax, t.inv_norm[1] as f64, "the shortest row has the largest inv_norm");
+        assert_eq!(imax, t.inv_norm[2] as f64, "the shortest row (0.1, 0.2) has the largest inv_norm");
         Ok(())
     }
 
