@@ -241,11 +241,19 @@ describe("docs/api.md", function()
         local emb = divgpu.synth{ n = 8, dim = 2 }
         local starts = divgpu.array("u32", { 0 })
         local dir = h.tmpdir()
+        -- A stale lock (this host, a pid that cannot be running), so that the
+        -- lock taken over below has its note.
+        local host = io.popen("hostname"):read("*l")
+        local f = assert(io.open(dir .. "/locked.json.lock", "w"))
+        f:write(string.format('{"host": "%s", "pid": 4194305, "started": 0}\n', host))
+        f:close()
         local objects = {
             Context = ctx, LuaBuffer = buf, LuaPipeline = pipeline, LuaRecorder = ctx:recorder(),
             LuaBindGroup = ctx:bind(pipeline, { buf }), Spirv = divgpu.shader("baseline"), Embeddings = emb,
             HostArray = starts,
             CheckpointHandle = divgpu.checkpoint(dir .. "/out.json", { table = emb, length = 2, starts = starts }),
+            LockHandle = divgpu.lock(dir .. "/locked.json"),
+            OutputHandle = divgpu.output(dir .. "/written.txt"),
         }
         local missing = {}
         for native, members in pairs(userdata_members()) do
@@ -262,6 +270,9 @@ describe("docs/api.md", function()
                 end
             end
         end
+        objects.OutputHandle:abort()
+        objects.LockHandle:release()
+        objects.CheckpointHandle:close()
         os.execute("rm -rf '" .. dir .. "'")
         assert(#missing == 0, table.concat(missing, "\n"))
     end)
