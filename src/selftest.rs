@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::shaders;
 use crate::vk::buffer::Buffer;
 use crate::vk::commands::Recorder;
-use crate::vk::context::Device;
+use crate::vk::device::Device;
 use crate::vk::float_controls::Denormals;
 use crate::vk::pipeline::{BindGroup, Pipeline};
 

@@ -10,7 +10,8 @@ use super::arrays::HostArray;
 use crate::error::Error;
 use crate::vk::buffer::Buffer;
 use crate::vk::commands::Recorder;
-use crate::vk::context::{Device, DeviceInfo};
+use crate::vk::adapter::DeviceInfo;
+use crate::vk::device::Device;
 use crate::vk::pipeline::{BindGroup, Pipeline};
 
 pub struct Context(pub Arc<Device>);

@@ -23,7 +23,9 @@ use crate::contract::checkpoint::{BatchSink, Checkpoint, StdoutCache};
 use crate::contract::{cache, mirror, safe_write, shard, synth, table::Table};
 use crate::error::Error;
 use crate::shaders;
-use crate::vk::context::{all_validation_messages, timeout_from_env, timeout_from_seconds, Device, DeviceSelector, Instance};
+use crate::vk::adapter::{self, DeviceSelector};
+use crate::vk::device::{timeout_from_env, timeout_from_seconds, Device};
+use crate::vk::instance::{all_validation_messages, Instance};
 
 fn selector(v: Value) -> mlua::Result<DeviceSelector> {
     Ok(match v {
@@ -71,7 +73,7 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
             let validation = opts.map(|o| o.get::<Option<bool>>("validation")).transpose()?.flatten();
             let instance = Instance::new(validation_wanted(validation))?;
             let list = lua.create_table()?;
-            for info in instance.describe_all()? {
+            for info in adapter::describe_all(&instance)? {
                 list.push(info_table(lua, &info)?)?;
             }
             Ok(list)

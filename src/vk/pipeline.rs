@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ash::vk;
 
 use super::buffer::Buffer;
-use super::context::Device;
+use super::device::Device;
 use super::spirv::{reflect, Reflection};
 use super::float_controls::{self, Denormals};
 use crate::error::{vk_err, Error, Result};
@@ -34,18 +34,7 @@ impl Pipeline {
                 reflection.push_constant_size
             )));
         }
-        // The device's f32 denormal mode (float_controls.rs), added to the module.
-        let patched = match device.info.denormals {
-            Denormals::NotGuaranteed | Denormals::FlushEmulated => None,
-            mode => {
-                let flush = mode == Denormals::Flushed;
-                let widths = float_controls::widths(&device.info.float_controls, flush).unwrap_or_default();
-                Some(
-                    float_controls::with_denorm_mode(spirv, flush, &widths)
-                        .map_err(|e| Error::Shader(format!("shader '{name}': {e}")))?,
-                )
-            }
-        };
+        let patched = with_denormal_mode(device, name, spirv)?;
         let module_info = vk::ShaderModuleCreateInfo::default().code(patched.as_deref().unwrap_or(spirv));
         let module = unsafe { device.raw.create_shader_module(&module_info, None) }
             .map_err(vk_err("vkCreateShaderModule"))?;
@@ -87,12 +76,7 @@ impl Pipeline {
         pipeline.layout = unsafe { device.raw.create_pipeline_layout(&layout_info, None) }
             .map_err(vk_err("vkCreatePipelineLayout"))?;
 
-        let entries: Vec<vk::SpecializationMapEntry> = specialization
-            .iter()
-            .enumerate()
-            .map(|(i, &(id, _))| vk::SpecializationMapEntry { constant_id: id, offset: (i * 4) as u32, size: 4 })
-            .collect();
-        let data: Vec<u8> = specialization.iter().flat_map(|&(_, v)| v.to_le_bytes()).collect();
+        let (entries, data) = specialization_map(specialization);
         let spec_info = vk::SpecializationInfo::default().map_entries(&entries).data(&data);
         let stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
@@ -116,6 +100,32 @@ impl Pipeline {
         };
         Ok(Arc::new(pipeline))
     }
+}
+
+/// The module with the device's f32 denormal mode (`float_controls.rs`)
+/// added, or `None` where the shader runs as it is.
+fn with_denormal_mode(device: &Device, name: &str, spirv: &[u32]) -> Result<Option<Vec<u32>>> {
+    match device.info.denormals {
+        Denormals::NotGuaranteed | Denormals::FlushEmulated => Ok(None),
+        mode => {
+            let flush = mode == Denormals::Flushed;
+            let widths = float_controls::widths(&device.info.float_controls, flush).unwrap_or_default();
+            float_controls::with_denorm_mode(spirv, flush, &widths)
+                .map(Some)
+                .map_err(|e| Error::Shader(format!("shader '{name}': {e}")))
+        }
+    }
+}
+
+/// The specialization map entries and data of (constant_id, u32) pairs.
+fn specialization_map(specialization: &[(u32, u32)]) -> (Vec<vk::SpecializationMapEntry>, Vec<u8>) {
+    let entries = specialization
+        .iter()
+        .enumerate()
+        .map(|(i, &(id, _))| vk::SpecializationMapEntry { constant_id: id, offset: (i * 4) as u32, size: 4 })
+        .collect();
+    let data = specialization.iter().flat_map(|&(_, v)| v.to_le_bytes()).collect();
+    (entries, data)
 }
 
 impl Pipeline {
