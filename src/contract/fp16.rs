@@ -101,7 +101,7 @@ pub fn convert(json_path: &str) -> Result<(String, String)> {
         &[Named { option: "the table", path: json_path }],
         false,
     )?;
-    let table = Table::load(json_path)?;
+    let table = super::table_file::load(json_path)?;
     let halves = to_fp16(&table)?;
     let bytes: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
     write_atomically(&bin, |w| {

@@ -1,4 +1,4 @@
-//! The contract of SPEC.md on the host: tables and their validation,
+//! The contract (docs/contract.md) on the host: tables and their validation,
 //! `inv_norm`, FP16 conversion, synthetic data, the CPU mirror, the cache
 //! file, the checkpoint of an interrupted run and the parts of a sharded run
 //! (split and merge). Nothing here needs a GPU.
@@ -17,5 +17,6 @@ pub mod shard;
 pub mod subnormal;
 pub mod synth;
 pub mod table;
+pub mod table_file;
 #[cfg(test)]
 mod test_support;

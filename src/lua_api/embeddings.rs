@@ -66,7 +66,7 @@ impl UserData for Embeddings {
         m.add_method("id", |_, this, i: usize| Ok(this.0.ids.as_ref().and_then(|t| t.get(i).cloned())));
         m.add_method("write_json", |_, this, path: String| Ok(this.0.write_json(&path)?));
         // e:write(path): .npy (and its titles sidecar) or .json, by the name.
-        m.add_method("write", |_, this, path: String| Ok(this.0.write(&path)?));
+        m.add_method("write", |_, this, path: String| Ok(crate::contract::table_file::write(&this.0, &path)?));
         m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| {
             Ok(format!("divgpu.embeddings<{}×{} from {}>", this.0.n, this.0.dim, this.0.path))
         });

@@ -151,7 +151,7 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
 
     m.set(
         "load_embeddings",
-        lua.create_function(|_, path: String| Ok(Embeddings(Arc::new(Table::load(&path)?))))?,
+        lua.create_function(|_, path: String| Ok(Embeddings(Arc::new(crate::contract::table_file::load(&path)?))))?,
     )?;
 
     // divgpu.synth{ n, dim, clusters = 16, seed = 1, noise = 0.5 } -> embeddings.
