@@ -1,8 +1,8 @@
-// The direct method's kernels (baseline.comp, tiled.comp, tile-dispatch.comp,
-// SPEC section 5): what they declare alike. Include first, then declare the
-// push block with SCAN_PUSH_FIELDS and the shape's own fields, then include
-// scan_common.glsl. Precision variants (defines, from each kernel's
-// .variants table):
+// The direct method's kernels (baseline.comp, tiled.comp, tile-dispatch.comp;
+// docs/contract.md#shapes): what they declare alike. Include first, then
+// declare the push block with SCAN_PUSH_FIELDS and the shape's own fields,
+// then include scan_common.glsl. Precision variants (defines, from the values
+// of each kernel's axes, NAME.axes.json):
 //   DIVGPU_FP16          the fp16 contract: half loads, f32 arithmetic (no float16_t math)
 //   DIVGPU_FP16_EXACT    half loads filter, the fp32 contract decides
 //   DIVGPU_COLUMNS       the table stored by columns (see below)

@@ -245,6 +245,36 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
     m.set("shader_names", lua.create_function(|_, ()| Ok(shaders::shipped_names()))?)?;
+    // divgpu.kernel_names() -> every kernel (shaders/NAME.comp);
+    // divgpu.shader_axes(kernel) -> { { name = axis, values = { default, ... } }, ... };
+    // divgpu.shader_variant(kernel, { axis = value }) -> the shipped variant's name.
+    m.set("kernel_names", lua.create_function(|_, ()| Ok(shaders::KERNELS.iter().map(|k| k.name).collect::<Vec<_>>()))?)?;
+    m.set(
+        "shader_axes",
+        lua.create_function(|lua, kernel: String| {
+            let list = lua.create_table()?;
+            for axis in shaders::kernel(&kernel)?.axes {
+                let t = lua.create_table()?;
+                t.set("name", axis.name)?;
+                t.set("values", axis.values.to_vec())?;
+                list.push(t)?;
+            }
+            Ok(list)
+        })?,
+    )?;
+    m.set(
+        "shader_variant",
+        lua.create_function(|_, (kernel, choice): (String, Option<LuaTable>)| {
+            let mut wanted = Vec::new();
+            if let Some(t) = choice {
+                for pair in t.pairs::<String, String>() {
+                    wanted.push(pair?);
+                }
+            }
+            wanted.sort();
+            Ok(shaders::variant(&kernel, &wanted)?.name)
+        })?,
+    )?;
     m.set(
         "include_source",
         lua.create_function(|_, name: String| {
