@@ -91,7 +91,7 @@ pub fn run(device: &Arc<Device>) -> Result<SelfTest> {
     let n = f.len().min(d.len());
     let variant = if device.info.denormals == Denormals::FlushEmulated { "selftest-flush" } else { "selftest" };
     let shader = shaders::shipped(variant)?;
-    let pipeline = Pipeline::new(device, "selftest", shader.spirv, &[])?;
+    let pipeline = Pipeline::new(device, "selftest", shader.spirv, &[], None)?;
     let f_bytes: Vec<u8> = f[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let d_bytes: Vec<u8> = d[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let f_buf = Buffer::storage(device, f_bytes.len() as u64, "selftest f32 inputs")?;

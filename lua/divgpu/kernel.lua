@@ -2,7 +2,8 @@
 -- table in lua/divgpu/kernels/), in the manner of ggml's Vulkan backend:
 -- bindings by name, push-constant fields by name, specialization constants
 -- by name. The descriptor is checked against the SPIR-V's reflection when the
--- pipeline is made, so a shader and its descriptor cannot drift apart.
+-- pipeline is made (the bindings' block names and the push fields, by name
+-- and in order), so a shader and its descriptor cannot drift apart.
 --
 --   local kernel = require "divgpu.kernel"
 --   local k = kernel.new(ctx, require "divgpu.kernels.gram", { variant = "gram-columns",
@@ -13,7 +14,7 @@
 -- Misuse (a missing or unknown name, a non-u32 value) raises error(msg, 2).
 
 local error, pairs, ipairs, type, setmetatable, tostring = error, pairs, ipairs, type, setmetatable, tostring
-local string_format, concat = string.format, table.concat
+local string_format = string.format
 
 local _M = {}
 
@@ -36,23 +37,19 @@ function _M.new(ctx, d, opts)
     local vk = require "divgpu.vk_compute"  -- at call time: vk_compute builds its kernels with this module
     local variant = opts.variant or d.shader
     local spirv = opts.spirv or vk.shader(ctx, variant, opts.defines)
-    local spec = {}
+    local spec, used = {}, {}
     for name, value in pairs(opts.constants or {}) do
         local id = d.constants and d.constants[name]
         if id == nil then
             error(string_format("kernel '%s': no specialization constant '%s'", d.shader, tostring(name)), 2)
         end
-        spec[id] = value
+        spec[id], used[name] = value, id
     end
-    local pipeline = ctx:pipeline{ spirv = spirv, name = opts.name or variant, specialization = spec }
-    if #pipeline.bindings ~= #d.bindings then
-        error(string_format("kernel '%s': the shader has %d bindings, its descriptor names %d (%s)",
-            variant, #pipeline.bindings, #d.bindings, concat(d.bindings, ", ")), 2)
-    end
-    if pipeline.push_size ~= 4 * #d.push then
-        error(string_format("kernel '%s': the shader's push constants are %d bytes, its descriptor names %d u32 fields",
-            variant, pipeline.push_size, #d.push), 2)
-    end
+    -- The descriptor's bindings and push fields, by name and in order, and
+    -- the constants set, are checked against the SPIR-V when the pipeline is
+    -- made: a shader and its descriptor cannot drift apart.
+    local pipeline = ctx:pipeline{ spirv = spirv, name = opts.name or variant, specialization = spec,
+                                   interface = { bindings = d.bindings, push = d.push, constants = used } }
     return setmetatable({ ctx = ctx, descriptor = d, pipeline = pipeline, variant = variant,
                           binding_index = names_of(d.bindings), push_index = names_of(d.push) }, Kernel)
 end

@@ -311,7 +311,7 @@ function Job:batch(starts, ring, in_flight)
     local buffers = { embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, centroids = b.centroids,
                       masks = b.masks, winners = b.winners_buffer }
     if self.descriptor.carry_bytes then
-        buffers.carry = ctx:buffer(count * self.descriptor.carry_bytes, "carried best")
+        buffers.carries = ctx:buffer(count * self.descriptor.carry_bytes, "carried best")
     end
     if self.precision == "fp16-exact" then
         buffers.embeddings16 = self.half_buffer

@@ -13,6 +13,7 @@ use crate::vk::commands::Recorder;
 use crate::vk::adapter::DeviceInfo;
 use crate::vk::device::Device;
 use crate::vk::pipeline::{BindGroup, Pipeline};
+use crate::vk::spirv::Interface;
 
 pub struct Context(pub Arc<Device>);
 pub struct LuaBuffer(pub Arc<Buffer>);
@@ -113,6 +114,23 @@ fn buffer_list(list: &LuaTable, what: &str) -> mlua::Result<Vec<Arc<Buffer>>> {
     Ok(buffers)
 }
 
+/// `{ bindings = { name, ... }, push = { name, ... }, constants = { name = id } }`:
+/// a kernel descriptor's interface, checked against the SPIR-V.
+fn interface_of(t: &LuaTable) -> mlua::Result<Interface> {
+    let names = |key: &str| -> mlua::Result<Vec<String>> {
+        let list: Option<LuaTable> = t.get(key)?;
+        list.map(|l| l.sequence_values::<String>().collect()).unwrap_or_else(|| Ok(Vec::new()))
+    };
+    let mut constants = Vec::new();
+    if let Some(c) = t.get::<Option<LuaTable>>("constants")? {
+        for pair in c.pairs::<String, u32>() {
+            constants.push(pair?);
+        }
+    }
+    constants.sort();
+    Ok(Interface { bindings: names("bindings")?, push: names("push")?, constants })
+}
+
 impl UserData for Context {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("info", |lua, this| info_table(lua, &this.0.info));
@@ -160,7 +178,8 @@ impl UserData for Context {
             }
             spec.sort_unstable();
             let name = name.unwrap_or_else(|| spirv.name.clone());
-            Ok(LuaPipeline(Pipeline::new(&this.0, &name, &spirv.words, &spec)?))
+            let interface = opts.get::<Option<LuaTable>>("interface")?.map(|t| interface_of(&t)).transpose()?;
+            Ok(LuaPipeline(Pipeline::new(&this.0, &name, &spirv.words, &spec, interface.as_ref())?))
         });
         // ctx:bind(pipeline, { buffer, ... } [, { referenced, ... }]) -> a bind
         // group, buffers in binding order; `referenced` buffers are those the

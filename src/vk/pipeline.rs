@@ -8,7 +8,7 @@ use ash::vk;
 
 use super::buffer::Buffer;
 use super::device::Device;
-use super::spirv::{reflect, Reflection};
+use super::spirv::{reflect, Interface, Reflection};
 use super::float_controls::{self, Denormals};
 use crate::error::{vk_err, Error, Result};
 
@@ -23,10 +23,22 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// `specialization`: (constant_id, u32 value) pairs.
-    pub fn new(device: &Arc<Device>, name: &str, spirv: &[u32], specialization: &[(u32, u32)]) -> Result<Arc<Pipeline>> {
+    /// `specialization`: (constant_id, u32 value) pairs. `interface`: what a
+    /// kernel's descriptor says of the shader (its bindings and push fields
+    /// by name, in order); a module that declares anything else is refused
+    /// here, before Vulkan sees it.
+    pub fn new(
+        device: &Arc<Device>,
+        name: &str,
+        spirv: &[u32],
+        specialization: &[(u32, u32)],
+        interface: Option<&Interface>,
+    ) -> Result<Arc<Pipeline>> {
         device.check_alive()?;
         let reflection = reflect(spirv).map_err(|e| Error::Shader(format!("shader '{name}': {e}")))?;
+        if let Some(d) = interface {
+            reflection.check(d).map_err(|e| Error::Usage(format!("kernel '{name}': {e}")))?;
+        }
         let limit = device.info.max_push_constants_size;
         if reflection.push_constant_size > limit {
             return Err(Error::Shader(format!(

@@ -4,7 +4,7 @@ local ceil, min = math.ceil, math.min
 local PHASE_SCAN, PHASE_DECIDE = 0, 1
 return {
     shader = "tile-dispatch",
-    bindings = { "embeddings", "inv_norm", "centroids", "masks", "winners", "carry" },
+    bindings = { "embeddings", "inv_norm", "centroids", "masks", "winners", "carries" },
     exact_bindings = { "embeddings16", "filter_scores" },
     push = { "num_items", "dim", "step", "ring", "tile_begin", "tile_end", "phase" },
     constants = { workgroup_size = 0, max_dim = 1 },
