@@ -8,7 +8,7 @@ local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
 
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
 print(string.format("device %s, driver %s %s, fma %s", ctx.info.name, ctx.info.driver, ctx.info.driver_info,
     vk.fma_mode(ctx)))
 local failures = 0
@@ -24,7 +24,7 @@ end
 local function gram(e, starts, L, o)
     o = o or {}
     o.ctx, o.embeddings, o.starts, o.length, o.method = ctx, e, starts, L, "gram"
-    return driver.run(o)
+    return assert(driver.run(o))
 end
 local function identical(e, starts, L, o)
     local out, stats = gram(e, starts, L, o)
@@ -35,12 +35,12 @@ local function windows(stats)
     return string.format("mean window %.3f, %d fallbacks, largest %d", g.window_total / g.steps, g.fallbacks, g.window_max)
 end
 
-local poems = divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json")
+local poems = assert(divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json"))
 local ok, stats = identical(poems, range(0, poems.n), 100)
 check("poems, every start, 100 steps", ok, windows(stats))
 ok, stats = identical(poems, divgpu.array("u32", { 0, 7, poems.n - 1 }), poems.n)
 check("poems, 3 starts in full", ok, windows(stats))
-local ci = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 }
+local ci = assert(divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 })
 ok, stats = identical(ci, range(0, 64), 1000)
 check("ci table, 64 starts in full", ok, windows(stats))
 ok, stats = identical(ci, range(0, 64), 300, { window_capacity = 1 })
@@ -50,7 +50,7 @@ check("ci table, small chunks, 11 G blocks, columns layout", ok, windows(stats))
 ok = identical(ci, range(0, 16), 300, { ring = 8, gram_defines = { DIVGPU_GRAM_PERTURB = 2 } })
 check("twin: dropped G row at a dispatch boundary fails", not ok)
 
-local seed = divgpu.synth{ n = 8359, dim = 768, clusters = 16, seed = 1 }
+local seed = assert(divgpu.synth{ n = 8359, dim = 768, clusters = 16, seed = 1 })
 ok, stats = identical(seed, range(0, 8), 8359)
 check("seed table, 8 starts in full", ok, windows(stats))
 local _, checked = gram(seed, range(0, 16), 200, { gram_defines = { DIVGPU_GRAM_CHECK = 1 } })

@@ -36,7 +36,7 @@ pub fn shipped(name: &str) -> Result<&'static Shipped> {
     SHIPPED
         .iter()
         .find(|s| s.name == name)
-        .ok_or_else(|| Error::Shader(format!("no shipped shader '{name}'; shipped: {}", shipped_names().join(", "))))
+        .ok_or_else(|| Error::Usage(format!("no shipped shader '{name}'; shipped: {}", shipped_names().join(", "))))
 }
 
 pub fn shipped_names() -> Vec<&'static str> {

@@ -31,14 +31,14 @@ end
 
 describe("a kernel descriptor is checked against its SPIR-V when the pipeline is made", function()
     teardown(h.assert_no_validation_messages)
-    local tiled = require "divgpu.kernels.tiled"
-    local gram_build = require "divgpu.kernels.gram_build"
+    local tiled = kernel.descriptor("tiled")
+    local gram_build = kernel.descriptor("gram_build")
     local constants = { workgroup_size = 8, max_dim = 4 }
 
     it("the shipped descriptors are accepted", function()
-        assert.truthy(kernel.new(h.ctx(), tiled, { constants = constants }).pipeline)
-        assert.truthy(kernel.new(h.ctx(), gram_build, { constants = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8,
-                                                                       acc_slots = 4, stage = 2 } }).pipeline)
+        assert.truthy(assert(kernel.new(h.ctx(), tiled, { constants = constants })).pipeline)
+        assert.truthy(assert(kernel.new(h.ctx(), gram_build, { constants = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8,
+                                                                       acc_slots = 4, stage = 2 } })).pipeline)
     end)
 
     it("twin: two push fields swapped are refused, naming both orders", function()

@@ -346,19 +346,20 @@ pub fn describe_all(instance: &Instance) -> Result<Vec<DeviceInfo>> {
 }
 
 /// The device `selector` names among `infos`: an index, a substring of its
-/// name (any case), or by default a discrete GPU first.
+/// name (any case), or by default a discrete GPU first. One that is not
+/// there is a failure of the machine, not a misuse (`Error::Device`).
 pub fn choose(infos: &[DeviceInfo], selector: &DeviceSelector) -> Result<DeviceInfo> {
     let names = || infos.iter().map(|i| format!("{}: {}", i.index, i.name)).collect::<Vec<_>>().join(", ");
     let chosen = match selector {
         DeviceSelector::Index(i) => infos
             .get(*i)
-            .ok_or_else(|| Error::Usage(format!("device index {i} is out of range; devices are {}", names())))?,
+            .ok_or_else(|| Error::Device(format!("device index {i} is out of range; devices are {}", names())))?,
         DeviceSelector::Name(name) => {
             let needle = name.to_lowercase();
             infos
                 .iter()
                 .find(|i| i.name.to_lowercase().contains(&needle))
-                .ok_or_else(|| Error::Usage(format!("no device name contains '{name}'; devices are {}", names())))?
+                .ok_or_else(|| Error::Device(format!("no device name contains '{name}'; devices are {}", names())))?
         }
         DeviceSelector::Default => infos
             .iter()

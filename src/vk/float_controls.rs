@@ -36,6 +36,17 @@ impl Denormals {
         }
     }
 
+    /// The mode as a stable key, for code to decide by (`ctx.info.denormals_mode`);
+    /// `name` is the sentence for people.
+    pub fn key(self) -> &'static str {
+        match self {
+            Denormals::Preserved => "preserved",
+            Denormals::NotGuaranteed => "not_guaranteed",
+            Denormals::Flushed => "flushed",
+            Denormals::FlushEmulated => "flush_emulated",
+        }
+    }
+
     /// Runs need the table's certificate.
     pub fn need_certificate(self) -> bool {
         self != Denormals::Preserved
