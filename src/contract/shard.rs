@@ -26,7 +26,7 @@
 //! temporary file is removed and an existing output is left as it was.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -330,15 +330,8 @@ pub struct Merged {
     pub length: usize,
 }
 
-/// Checks that `paths` are all the parts of one sharded run and writes their
-/// merge to `out` (atomically), byte-identical to the unsharded run's cache.
-pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
-    if paths.is_empty() {
-        return Err(Error::Usage("merge: no parts given".into()));
-    }
-    // Before anything is read: the output is writable and none of the parts.
-    let inputs: Vec<Named> = paths.iter().map(|p| Named { option: "part", path: p }).collect();
-    check_files(&[Named { option: "--out", path: out }], &inputs, true)?;
+/// The parts' headers, each checked to be a part of a sharded run.
+fn read_parts(paths: &[String]) -> Result<Vec<Part>> {
     let mut parts = Vec::with_capacity(paths.len());
     for path in paths {
         let (h, offset) = read_head(path)?;
@@ -351,6 +344,11 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
         let block = shard.block().map_err(|e| Error::input(path, format!("its header says {e}")))?;
         parts.push(Part { path: path.clone(), header: h.header, shard, block, offset });
     }
+    Ok(parts)
+}
+
+/// Every part of the same run as the first: table, contract, length, split.
+fn check_same_run(parts: &[Part]) -> Result<()> {
     let first = &parts[0];
     for p in &parts[1..] {
         let (a, b) = (&first.header, &p.header);
@@ -381,6 +379,11 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Sorts the parts by shard; each shard once, none missing.
+fn check_complete(parts: &mut [Part]) -> Result<()> {
     parts.sort_by_key(|p| p.shard.index); // stable: of two equal indices, the first given stays first
     for w in parts.windows(2) {
         if w[0].shard.index == w[1].shard.index {
@@ -392,11 +395,67 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
     }
     let count = parts[0].shard.count;
     if let Some(missing) = (0..count).find(|&i| parts.get(i).map(|p| p.shard.index) != Some(i)) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Refused(format!(
             "merge: shard {missing}/{count} is missing ({} of the {count} parts were given)",
             parts.len()
         )));
     }
+    Ok(())
+}
+
+type WriteResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Copies one part's sequences to `w` (each checked), adding their starts
+/// to the run's hash; returns how many.
+fn copy_part(
+    w: &mut BufWriter<File>,
+    part: &Part,
+    starts: &mut Sha256,
+    (length, num_items): (usize, usize),
+    written: usize,
+) -> WriteResult<usize> {
+    let bad = |msg: String| Error::input(&part.path, msg);
+    let mut f = File::open(&part.path).map_err(|e| Error::io(&part.path, e))?;
+    f.seek(SeekFrom::Start(part.offset)).map_err(|e| Error::io(&part.path, e))?;
+    let mut reader = Sequences::new(f, part.offset);
+    let mut own = Sha256::new();
+    let mut seq = Vec::new();
+    let mut n = 0;
+    while reader.next(&mut seq, length, num_items).map_err(bad)? {
+        starts.update(seq[0].to_le_bytes());
+        own.update(seq[0].to_le_bytes());
+        cache::write_sequences(w, &seq, length, written + n)?;
+        n += 1;
+    }
+    if reader.count != part.block.len() {
+        return Err(bad(format!(
+            "shard {}/{} has {} sequences; its block of the run's {} starts holds {} (positions {}..{})",
+            part.shard.index,
+            part.shard.count,
+            reader.count,
+            part.shard.starts,
+            part.block.len(),
+            part.block.start,
+            part.block.end
+        ))
+        .into());
+    }
+    cache::check_contents(&part.path, &part.header, reader.count, &hex(&own.finalize()))?;
+    Ok(n)
+}
+
+/// Checks that `paths` are all the parts of one sharded run and writes their
+/// merge to `out` (atomically), byte-identical to the unsharded run's cache.
+pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
+    if paths.is_empty() {
+        return Err(Error::Usage("merge: no parts given".into()));
+    }
+    // Before anything is read: the output is writable and none of the parts.
+    let inputs: Vec<Named> = paths.iter().map(|p| Named { option: "part", path: p }).collect();
+    check_files(&[Named { option: "--out", path: out }], &inputs, true)?;
+    let mut parts = read_parts(paths)?;
+    check_same_run(&parts)?;
+    check_complete(&mut parts)?;
     let expected = parts[0].shard.starts_sha256.clone();
     // The merge is the unsharded run's cache: the whole run's starts.
     let header = parts[0].header.with_starts(parts[0].shard.starts, &expected);
@@ -405,36 +464,11 @@ pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
     write_atomically(out, |w| {
         w.write_all(&cache::head(&header)?)?;
         let mut starts = Sha256::new();
-        let mut seq = Vec::new();
         for part in &parts {
-            let bad = |msg: String| Error::input(&part.path, msg);
-            let mut f = File::open(&part.path).map_err(|e| Error::io(&part.path, e))?;
-            f.seek(SeekFrom::Start(part.offset)).map_err(|e| Error::io(&part.path, e))?;
-            let mut reader = Sequences::new(f, part.offset);
-            let mut own = Sha256::new();
-            while reader.next(&mut seq, length, num_items).map_err(bad)? {
-                starts.update(seq[0].to_le_bytes());
-                own.update(seq[0].to_le_bytes());
-                cache::write_sequences(w, &seq, length, written)?;
-                written += 1;
-            }
-            if reader.count != part.block.len() {
-                return Err(bad(format!(
-                    "shard {}/{} has {} sequences; its block of the run's {} starts holds {} (positions {}..{})",
-                    part.shard.index,
-                    part.shard.count,
-                    reader.count,
-                    part.shard.starts,
-                    part.block.len(),
-                    part.block.start,
-                    part.block.end
-                ))
-                .into());
-            }
-            cache::check_contents(&part.path, &part.header, reader.count, &hex(&own.finalize()))?;
+            written += copy_part(w, part, &mut starts, (length, num_items), written)?;
         }
         if hex(&starts.finalize()) != expected {
-            return Err(Error::Usage(
+            return Err(Error::Refused(
                 "merge: the parts' starts (each sequence's first item, in shard order) do not hash to the run's \
                  starts_sha256 in their headers: a part was altered"
                     .into(),

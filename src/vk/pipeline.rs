@@ -61,7 +61,18 @@ impl Pipeline {
             layout: vk::PipelineLayout::null(),
             raw: vk::Pipeline::null(),
         };
-        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = pipeline
+        pipeline.create_layouts()?;
+        pipeline.create_compute(specialization)?;
+        Ok(Arc::new(pipeline))
+    }
+}
+
+impl Pipeline {
+    /// The descriptor set layout of the reflected bindings (storage buffers)
+    /// and the pipeline layout with the push-constant range.
+    fn create_layouts(&mut self) -> Result<()> {
+        let device = &self.device;
+        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = self
             .reflection
             .bindings
             .iter()
@@ -74,25 +85,30 @@ impl Pipeline {
             })
             .collect();
         let set_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings);
-        pipeline.set_layout = unsafe { device.raw.create_descriptor_set_layout(&set_info, None) }
+        self.set_layout = unsafe { device.raw.create_descriptor_set_layout(&set_info, None) }
             .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
         let push_ranges = [vk::PushConstantRange::default()
             .stage_flags(vk::ShaderStageFlags::COMPUTE)
             .offset(0)
-            .size(pipeline.reflection.push_constant_size)];
-        let set_layouts = [pipeline.set_layout];
+            .size(self.reflection.push_constant_size)];
+        let set_layouts = [self.set_layout];
         let mut layout_info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
-        if pipeline.reflection.push_constant_size > 0 {
+        if self.reflection.push_constant_size > 0 {
             layout_info = layout_info.push_constant_ranges(&push_ranges);
         }
-        pipeline.layout = unsafe { device.raw.create_pipeline_layout(&layout_info, None) }
+        self.layout = unsafe { device.raw.create_pipeline_layout(&layout_info, None) }
             .map_err(vk_err("vkCreatePipelineLayout"))?;
+        Ok(())
+    }
 
+    /// The compute pipeline of the module with these specialization constants.
+    fn create_compute(&mut self, specialization: &[(u32, u32)]) -> Result<()> {
+        let device = &self.device;
         let (entries, data) = specialization_map(specialization);
         let spec_info = vk::SpecializationInfo::default().map_entries(&entries).data(&data);
         let stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(module)
+            .module(self.module)
             .name(c"main")
             .specialization_info(&spec_info);
         // Where the driver reports them, keep the compiled code's statistics
@@ -102,15 +118,15 @@ impl Pipeline {
         } else {
             vk::PipelineCreateFlags::empty()
         };
-        let info = [vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(pipeline.layout)];
+        let info = [vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(self.layout)];
         let created = unsafe { device.raw.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
-        pipeline.raw = match created {
+        self.raw = match created {
             Ok(p) => p[0],
             Err((_, e)) => {
-                return Err(Error::Shader(format!("shader '{name}': vkCreateComputePipelines failed: {e:?}")))
+                return Err(Error::Shader(format!("shader '{}': vkCreateComputePipelines failed: {e:?}", self.name)))
             }
         };
-        Ok(Arc::new(pipeline))
+        Ok(())
     }
 }
 
