@@ -113,7 +113,7 @@ fn named_list(t: Option<LuaTable>) -> mlua::Result<Vec<(String, String)>> {
     Ok(list)
 }
 
-/// `divgpu.files`: the write path here, the run's files from `caches.rs`.
+/// `divgpu.files`' write path (`mod.rs` adds the run's files, `caches.rs`).
 pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
     let t = lua.create_table()?;
     t.set(
@@ -139,7 +139,6 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
             })
         })?,
     )?;
-    super::caches::register(lua, &t)?;
     Ok(t)
 }
 

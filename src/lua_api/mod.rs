@@ -43,6 +43,16 @@ const TYPES: [(&str, MethodsOf); 10] = [
     ("OutputHandle", files::output_methods),
 ];
 
+const TYPE_NAMES: [&str; TYPES.len()] = {
+    let mut names = [""; TYPES.len()];
+    let mut i = 0;
+    while i < TYPES.len() {
+        names[i] = TYPES[i].0;
+        i += 1;
+    }
+    names
+};
+
 /// The methods of every userdata type, by type name.
 fn methods(lua: &Lua) -> mlua::Result<LuaTable> {
     let all = lua.create_table()?;
@@ -62,14 +72,16 @@ fn build(lua: &Lua) -> mlua::Result<(LuaTable, LuaTable)> {
     arrays::register(lua, &raw)?;
     jobs::register(lua, &raw)?;
     raw.set("shaders", shaders::table(lua)?)?;
-    raw.set("files", files::table(lua)?)?;
+    let file_table = files::table(lua)?;
+    caches::register(lua, &file_table)?;
+    raw.set("files", file_table)?;
     raw.set("jobs", jobs::table(lua)?)?;
     raw.set("clock", process::clock(lua)?)?;
     raw.set("process", process::table(lua)?)?;
     raw.set("plot", plot::table(lua)?)?;
     let wrap: Function = lua.load(include_str!("boundary.lua")).set_name("=divgpu").into_function()?;
     let (public, wrapped, hooks): (LuaTable, LuaTable, LuaTable) =
-        wrap.call((raw, methods(lua)?, testing::table(lua)?))?;
+        wrap.call((raw, methods(lua)?, testing::table(lua, &TYPE_NAMES)?))?;
     for pair in wrapped.pairs::<String, LuaTable>() {
         let (name, table) = pair?;
         lua.set_named_registry_value(&registry_key(&name), table)?;

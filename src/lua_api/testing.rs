@@ -7,7 +7,8 @@ use mlua::{Lua, Table as LuaTable};
 
 use super::boundary::{function, registry_key};
 
-pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
+/// The hooks; `types` are the userdata types whose methods `userdata_methods` lists.
+pub fn table(lua: &Lua, types: &'static [&'static str]) -> mlua::Result<LuaTable> {
     let t = lua.create_table()?;
     // testing.validation_messages() -> every validation message of every
     // context opened with echo (the tests fail on any).
@@ -18,9 +19,9 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
     // every userdata type, as registered (tests/api_doc_spec.lua).
     t.set(
         "userdata_methods",
-        function(lua, |lua, ()| {
+        function(lua, move |lua, ()| {
             let all = lua.create_table()?;
-            for (name, _) in super::TYPES {
+            for &name in types {
                 let methods: LuaTable = lua.named_registry_value(&registry_key(name))?;
                 let mut names: Vec<String> = methods.pairs::<String, mlua::Value>().map(|p| p.map(|(k, _)| k)).collect::<mlua::Result<_>>()?;
                 names.sort();
