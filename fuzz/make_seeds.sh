@@ -61,7 +61,7 @@ done
 for f in tests/data/npy/*.npy; do
     { printf '\0'; cat "$f"; } >"$out/npy/numpy-$(basename "$f" .npy).bin"
 done
-# The bare-array shape of SPEC section 4, and numeric ids.
+# The bare-array shape of docs/formats.md#embeddings-table, and numeric ids.
 printf '[[1, 0.5], [-2e-3, 4]]\n' >"$out/embeddings_json/bare.json"
 printf '{"ids": [7, "b"], "titles": ["x", "y"], "embeddings": [[1e-40, 2], [3, 4]]}\n' >"$out/embeddings_json/ids.json"
 ls -l "$out"/*

@@ -1,4 +1,4 @@
-//! The device self-test of SPEC section 2: one tiny dispatch whose inputs give
+//! The device self-test of docs/contract.md#rules-for-implementations: one tiny dispatch whose inputs give
 //! different answers fused and unfused (and exercise the other roundings the
 //! contract relies on), compared bit for bit with the host.
 

@@ -19,7 +19,7 @@ grep -q "float64 yes" "$tmp/stdout" && ok "info shows features" || not_ok "info 
 
 expect_ok "run writes the cache" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/cache.json" --starts 0:40 --length 60 --quiet
 [ "$(cat "$tmp/stdout")" = "$tmp/cache.json" ] && ok "run prints the cache path" || not_ok "run prints the cache path" "$(cat "$tmp/stdout")"
-python3 - "$tmp/cache.json" <<'PY' && ok "cache has the SPEC fields" || not_ok "cache has the SPEC fields"
+python3 - "$tmp/cache.json" <<'PY' && ok "cache has the format's fields" || not_ok "cache has the format's fields"
 import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["format"] == "divgpu-diversity-cache" and c["version"] == 2 and c["contract"] == "fp32"
@@ -32,7 +32,7 @@ expect_ok "verify confirms the cache" $divgpu verify --embeddings "$tmp/e.json" 
 expect_ok "run with a list of starts and a small batch" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/list.json" --starts 7,3,299 --length 300 --batch 2 --quiet
 expect_ok "verify confirms full orderings" $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/list.json" --quiet
 
-# The two methods (SPEC section 8) write the same bytes; auto says which it picked and why.
+# The two methods (docs/contract.md#methods) write the same bytes; auto says which it picked and why.
 expect_ok "run --method direct" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/direct.json" --starts 0:40 --length 60 --method direct --quiet
 expect_ok "run --method gram" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/gram.json" --starts 0:40 --length 60 --method gram --quiet
 cmp -s "$tmp/direct.json" "$tmp/gram.json" && ok "gram and direct caches are byte-identical" || not_ok "gram and direct caches are byte-identical"
@@ -53,8 +53,8 @@ expect_ok "bench gram against direct" $divgpu bench gram direct:baseline --synth
 grep -q "^direct:baseline " "$tmp/stdout" && grep -q "^gram " "$tmp/stdout" && ok "bench lists both methods" || not_ok "bench lists both methods" "$(cat "$tmp/stdout")"
 expect_fail "bench --method gram with a direct shape" "--method gram runs the fp32 contract" \
     $divgpu bench --method gram baseline tiled --synth 200,16 --sequences 8 --steps 20 --pairs 1
-grep -q -- "--pairs <pairs> .*(default: 24)" <($divgpu bench --help | tr -s ' \n' ' ') && ok "bench defaults to SPEC section 7's 24 pairs" \
-    || not_ok "bench defaults to SPEC section 7's 24 pairs"
+grep -q -- "--pairs <pairs> .*(default: 24)" <($divgpu bench --help | tr -s ' \n' ' ') && ok "bench defaults to the contract's 24 pairs" \
+    || not_ok "bench defaults to the contract's 24 pairs"
 # In-flight comparisons by wall clock, the rest by GPU timestamps; JSON through dkjson.
 expect_ok "bench --json with another in-flight count" $divgpu bench direct:baseline direct:baseline:k1 direct:baseline:columns \
     --synth 200,16 --sequences 8 --steps 20 --pairs 2 --parity-sequences 4 --json

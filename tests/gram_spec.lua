@@ -1,4 +1,4 @@
--- The Gram method (SPEC section 8) vs the CPU mirror, bit for bit; its bound
+-- The Gram method (docs/contract.md#gram) vs the CPU mirror, bit for bit; its bound
 -- checked directly by the instrumented build; and the twins that must fail.
 local divgpu = require "divgpu"
 local testing = require "divgpu.testing"

@@ -1,4 +1,4 @@
--- Subnormals (SPEC section 2, issue 7): a device that does not preserve f32
+-- Subnormals (docs/contract.md#subnormals): a device that does not preserve f32
 -- denormals still gives the contract's bytes. A table with the certificate of
 -- src/contract/subnormal.rs runs the plain kernels (nothing can be
 -- subnormal); any other runs them with DIVGPU_EXACT_UNDERFLOW, which redoes
@@ -117,7 +117,7 @@ describe("subnormals", function()
         end)
     end)
 
-    describe("fp16-exact's bound with gradual underflow (issue 7, item 2)", function()
+    describe("fp16-exact's bound with gradual underflow", function()
         -- lavapipe keeps denormals in hardware (its self-test saw them kept):
         -- with the exact underflow path off, the filter's subnormal values
         -- come from the hardware's gradual underflow, which the bound must cover.

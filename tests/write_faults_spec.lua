@@ -1,4 +1,4 @@
--- The safe write path when the disk fails at the commit (issue 15): the
+-- The safe write path when the disk fails at the commit: the
 -- fault-injection build's testing.inject_write_fault makes the next commit's
 -- sync (EIO) or rename (ENOSPC) fail. Every output keeps its old file, leaves
 -- no temporary, and says so in one line; the checkpoint of a run whose

@@ -87,7 +87,7 @@
     if (!Array.isArray(c.sequences) || c.sequences.length === 0) {
       throw new InputError(`${name}: no sequences`);
     }
-    // Version 2 says how many sequences it holds (issue 15): a cut file is refused.
+    // Version 2 says how many sequences it holds: a cut file is refused.
     if (c.version === 2 && c.sequences.length !== c.starts_count) {
       throw new InputError(`${name}: has ${c.sequences.length} sequences, but its header says starts_count ${JSON.stringify(c.starts_count)}`);
     }

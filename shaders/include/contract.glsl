@@ -1,4 +1,4 @@
-// The fp32 contract of SPEC section 2, shared by every scan shape.
+// The fp32 contract of docs/contract.md#fp32-chain, shared by every scan shape.
 // Needs, declared before the include: `center[]` (shared f32 copy of the
 // centroid), `inv_norm[]`, EMB_INDEX and LOAD_EMB (the table binding).
 //

@@ -5,7 +5,7 @@
 //! `OUT.lock` beside it keeps it to one writer (`contract::lock`):
 //!
 //! - `sequences.part`: exactly the bytes the cache will have, up to the last
-//!   committed batch (the header, then one sequence per line, SPEC section 4);
+//!   committed batch (the header, then one sequence per line, docs/formats.md#checkpoint);
 //! - `batches.jsonl`: one record per committed batch, appended and synced
 //!   after the batch's bytes: its first sequence, its count, the offset where
 //!   its bytes end, their sha256, and the sha256 of its starts. The records

@@ -1,4 +1,4 @@
-//! The one way divgpu writes a file (issue 15). Every output of every command
+//! The one way divgpu writes a file. Every output of every command
 //! (the cache, a part, a merge, a table, the FP16 files, a chart, the stats,
 //! the checkpoint's state) goes through here:
 //!

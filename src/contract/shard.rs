@@ -1,5 +1,5 @@
 //! A run split over several jobs (`run --shard I/N`) and the merge of their
-//! parts (`divgpu merge`): issue 8, item 2.
+//! parts (`divgpu merge`).
 //!
 //! The split: of a run's M starts (after `--starts`, in their order), part I
 //! of N holds the contiguous block of positions [floor(I·M/N),
@@ -8,7 +8,7 @@
 //! Concatenated in index order the parts are the run's sequences in the run's
 //! order, so the merged file is byte-identical to an unsharded run's.
 //!
-//! A part is a cache (SPEC section 4) with one more header field, `"shard":
+//! A part is a cache (docs/formats.md#shard-parts) with one more header field, `"shard":
 //! {"index": I, "count": N, "starts": M, "starts_sha256": "..."}` (the sha256
 //! of the whole run's starts as little-endian u32s, as the checkpoint keys
 //! them), written just before `"sequences"`. Readers that ignore unknown

@@ -1,5 +1,5 @@
-//! Embedding tables: loading `embeddings.json` (SPEC section 4), validating it,
-//! and the host-side part of the fp32 contract (`inv_norm`, SPEC section 2).
+//! Embedding tables: loading `embeddings.json` (docs/formats.md#embeddings-table), validating it,
+//! and the host-side part of the fp32 contract (`inv_norm`, docs/contract.md#fp32-chain).
 
 use std::fmt;
 
@@ -26,7 +26,7 @@ pub struct Table {
 }
 
 /// `inv_norm[j] = (f32)(1 / sqrt(sum_d (f64)E[j][d]^2))`, the sum in f64 over
-/// d ascending, then one rounding to f32 (SPEC section 2). The GPU never
+/// d ascending, then one rounding to f32 (docs/contract.md#fp32-chain). The GPU never
 /// computes this: its sqrt and division are not correctly rounded.
 pub fn inv_norm_of(row: &[f32]) -> f32 {
     let mut sum = 0.0f64;
@@ -145,7 +145,7 @@ impl Table {
         &self.data[j * self.dim..(j + 1) * self.dim]
     }
 
-    /// Loads and validates `embeddings.json` (both shapes of SPEC section 4).
+    /// Loads and validates `embeddings.json` (both shapes of docs/formats.md#embeddings-table).
     pub fn load_json(path: &str) -> Result<Table> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
         Self::parse_json(path, &bytes)

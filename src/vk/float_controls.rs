@@ -1,4 +1,4 @@
-//! f32 denormal handling of a device's shaders (SPEC section 2, subnormals).
+//! f32 denormal handling of a device's shaders (docs/contract.md#subnormals).
 //!
 //! The contract is IEEE arithmetic with gradual underflow. Where the device
 //! can promise that (`shaderDenormPreserveFloat32`), every shader is given
