@@ -48,6 +48,18 @@ describe("the error rule", function()
         assert.is_false(ok)
         assert.is_nil(not_at_caller(err, line))
         assert.matches("ctx:buffer: bad argument", err, 1, true)
+        -- A method called on another type's object, shared or mutable.
+        local a = divgpu.array("u32", { 1 })
+        line = here() + 1
+        ok, err = pcall(function() local b = ctx.buffer(a, 4) return b end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("ctx:buffer: called on something else than a Context", err, 1, true)
+        line = here() + 1
+        ok, err = pcall(function() local s = a.set(ctx, 1, 2) return s end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("array:set: called on something else than a HostArray", err, 1, true)
     end)
 
     it("native expected failures return nil and one line", function()
@@ -73,6 +85,12 @@ describe("the error rule", function()
         ok, err = pcall(function() local j = vk.job(h.ctx(), h.shipped(), { shape = "round" }) return j end)
         assert.is_false(ok)
         assert.is_nil(not_at_caller(err, line))
+        local batch = assert(vk.job(h.ctx(), h.shipped()):batch(h.range(0, 2), 4, 1))
+        line = here() + 1
+        ok, err = pcall(function() local r = batch:record(1, 5) return r end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("chunk of 5 steps exceeds the winners ring of 4", err, 1, true)
         assert.is_nil(not_a_failure(vk.open{ device = 99 }))
         -- A failure inside the driver (the job's kernel cannot run) comes back as nil, err.
         local result, why = driver.run{ ctx = h.ctx(), embeddings = divgpu.synth{ n = 4000, dim = 64, seed = 13 },

@@ -15,8 +15,11 @@ local OBJECTS = { Context = "ctx", LuaBuffer = "buf", LuaPipeline = "pipeline", 
 
 local function one_line(e, name)
     local line = tostring(e):match("^[^\n]*"):gsub("^runtime error: ", "")
-    -- mlua's own conversion errors do not say whose argument it was.
-    if line:match("^bad argument") or line:match("^error converting") then line = name .. ": " .. line end
+    -- mlua's own conversion errors, and a method called on another type's
+    -- object, do not say whose call it was.
+    if line:match("^bad argument") or line:match("^error converting") or line:match("^called on something else") then
+        line = name .. ": " .. line
+    end
     return line
 end
 

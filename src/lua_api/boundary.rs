@@ -53,12 +53,13 @@ impl Methods {
         Ok(Methods { table: lua.create_table()?, type_name })
     }
 
-    fn object<'a, T: UserData + 'static>(
-        ud: &'a AnyUserData,
-        type_name: &str,
-        name: &str,
-    ) -> mlua::Result<mlua::UserDataRef<T>> {
-        ud.borrow::<T>().map_err(|_| Error::Usage(format!("{name}: called on something else than a {type_name}")).into())
+    fn object<T: UserData + 'static>(ud: &AnyUserData, type_name: &str) -> mlua::Result<mlua::UserDataRef<T>> {
+        ud.borrow::<T>().map_err(|_| Self::not_a(type_name))
+    }
+
+    /// boundary.lua puts the method's name (`ctx:buffer`) in front.
+    fn not_a(type_name: &str) -> mlua::Error {
+        Error::Usage(format!("called on something else than a {type_name}")).into()
     }
 
     /// `obj:name(args)`.
@@ -70,7 +71,7 @@ impl Methods {
         F: Fn(&Lua, &T, A) -> mlua::Result<R> + 'static,
     {
         let type_name = self.type_name;
-        let g = function(lua, move |lua, (ud, args): (AnyUserData, A)| f(lua, &*Self::object::<T>(&ud, type_name, name)?, args))?;
+        let g = function(lua, move |lua, (ud, args): (AnyUserData, A)| f(lua, &*Self::object::<T>(&ud, type_name)?, args))?;
         self.table.set(name, g)
     }
 
@@ -84,9 +85,7 @@ impl Methods {
     {
         let type_name = self.type_name;
         let g = function(lua, move |lua, (ud, args): (AnyUserData, A)| {
-            let mut this = ud
-                .borrow_mut::<T>()
-                .map_err(|_| mlua::Error::from(Error::Usage(format!("{name}: called on something else than a {type_name}"))))?;
+            let mut this = ud.borrow_mut::<T>().map_err(|_| Self::not_a(type_name))?;
             f(lua, &mut this, args)
         })?;
         self.table.set(name, g)

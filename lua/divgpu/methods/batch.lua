@@ -1,10 +1,11 @@
 -- What every method's batch shares: its recorders (one per submission in
--- flight), submission, waiting and the winners ring the driver reads. A
--- method's batch class inherits it (`batch.class()`) and adds `record`.
+-- flight), recording a chunk, submission, waiting and the winners ring the
+-- driver reads. A method's batch class inherits it (`batch.class()`) and adds
+-- `record_steps`, which records the steps themselves.
 --
 --   local batch = require "divgpu.methods.batch"
 --   local Batch = batch.class()
---   function Batch:record(first, count, rec) ... end
+--   function Batch:record_steps(first, count, rec) ... return true end
 --   local b = setmetatable({ job = job, count = #starts, ring = ring }, Batch)
 --   assert(b:add_recorders(in_flight))
 --
@@ -40,11 +41,14 @@ function Batch:add_recorders(in_flight)
     return catch(add_recorders, self, in_flight)
 end
 
---- Raises (at the caller's caller) if a chunk of `count` steps cannot fit the ring.
-function Batch:check_chunk(count)
+--- Records steps first .. first+count-1 on `rec` (default: the first
+--- recorder) by the class's `record_steps`: true, or nil, err. A chunk
+--- longer than the winners ring is misuse and raises.
+function Batch:record(first, count, rec)
     if count > self.ring then
-        error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 3)
+        error(string_format("chunk of %d steps exceeds the winners ring of %d", count, self.ring), 2)
     end
+    return catch(self.record_steps, self, first, count, rec or self.recorder)
 end
 
 --- Submits what `rec` (default: the first recorder) holds: true, or nil, err.

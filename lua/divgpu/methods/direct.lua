@@ -262,7 +262,9 @@ function Job:batch(starts, ring, in_flight)
     return catch(make_batch, self, starts, ring, in_flight)
 end
 
-local function record(self, first, count, rec)
+--- Records steps first .. first+count-1 on `rec`, each by the kernel's
+--- dispatch plan (its descriptor's `record`); called by batch:record.
+function Batch:record_steps(first, count, rec)
     local job = self.job
     local plan = { n = job.n, dim = job.dim, ring = self.ring, tile = job.tile_size, groups = self.count,
                    exact = job.precision == "fp16-exact" }
@@ -273,14 +275,6 @@ local function record(self, first, count, rec)
         need(rec:barrier())
     end
     return true
-end
-
---- Records steps first .. first+count-1 on `rec` (default: the first
---- recorder), each by the kernel's dispatch plan (its descriptor's
---- `record`): true, or nil, err.
-function Batch:record(first, count, rec)
-    self:check_chunk(count)
-    return catch(record, self, first, count, rec or self.recorder)
 end
 
 return _M

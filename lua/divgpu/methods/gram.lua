@@ -417,7 +417,11 @@ function Job:batch(starts, ring, in_flight)
     return catch(make_batch, self, starts, ring, in_flight)
 end
 
-local function record(self, first, count, rec)
+--- Records steps first .. first+count-1 on `rec`, then a copy of the
+--- filter's counters into this recorder's snapshot (read by chunk_stats
+--- after the wait: reading state_u32 itself would race with the chunk
+--- queued behind it); called by batch:record.
+function Batch:record_steps(first, count, rec)
     local job = self.job
     local per = min(job.steps_per_dispatch, count)
     for t = first, first + count - 1, per do
@@ -438,15 +442,6 @@ local function record(self, first, count, rec)
     need(rec:copy(self.state_u32, snap.buffer))
     snap.first, snap.count = first, count
     return true
-end
-
---- Records steps first .. first+count-1 on `rec`, then a copy of the
---- filter's counters into this recorder's snapshot (read by chunk_stats
---- after the wait: reading state_u32 itself would race with the chunk
---- queued behind it). true, or nil, err.
-function Batch:record(first, count, rec)
-    self:check_chunk(count)
-    return catch(record, self, first, count, rec or self.recorder)
 end
 
 --- Window-size histogram bins (gram.comp's window_bin): labels and a zeroed count per bin.
