@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The measurement campaign on the H200 device machine (../shared/DEVICE.md):
+# The measurement campaign on the H200 device machine (bench/README.md says how):
 #   bash bench/campaign.sh probe    parity, info, one short timing per configuration
-#   bash bench/campaign.sh seed TAG CONFIG...   A/B pairs on the seed shape (SPEC section 6)
+#   bash bench/campaign.sh seed TAG CONFIG...   A/B pairs on the seed shape (docs/contract.md#reference-tables)
 #   bash bench/campaign.sh full     a full seed ordering, FP16-vs-FP32 divergence
 #   bash bench/campaign.sh large CONFIG...       A/B pairs on the large shape
 # Needs .gl (Debian debs of the Vulkan loader, libglvnd, LuaJIT, lua-argparse)
@@ -65,7 +65,7 @@ full)
 large)
     make_tables large
     shift
-    # 8 pairs, not SPEC section 7's 24: a pair of the direct method on the
+    # 8 pairs, not the 24 of docs/contract.md#measuring: a pair of the direct method on the
     # large table takes about 20 s of the session's 30 device minutes.
     bin/divgpu bench --method direct --embeddings $LARGE --sequences 4096 --steps "${STEPS:-50}" --pairs "${PAIRS:-8}" "$@" \
         > "$OUT/large.txt" 2> "$OUT/large.err"

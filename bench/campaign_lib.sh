@@ -3,7 +3,7 @@
 # tables, time whole commands and compare outputs. Needs OUT and LOGS set.
 source bench/device_env.sh
 
-table() {  # table N -> path of a clustered synthetic table (SPEC section 6), made here
+table() {  # table N -> path of a clustered synthetic table (docs/contract.md#reference-tables), made here
     local dir=/tmp/synth_$1
     mkdir -p "$dir"
     [ -f "$dir/embeddings.json" ] || bin/divgpu synth --n "$1" --dim 768 --clusters 16 --seed 1 --out "$dir/embeddings.json" >/dev/null

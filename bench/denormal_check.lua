@@ -1,4 +1,4 @@
--- f32 denormals on a real device (issue 7): the counterexample table of SPEC
+-- f32 denormals on a real device: the counterexample table of docs/contract.md#subnormals
 -- section 2 through every method and shape, with the exact underflow path
 -- (must equal the mirror, [0,2,1]) and without it (the twin: on a device that
 -- flushes, [0,1,2]); then the shipped poems (which lack the certificate, so

@@ -1,4 +1,4 @@
--- FP16 vs FP32 (SPEC section 3): runs the same starts under both contracts and
+-- FP16 vs FP32 (docs/contract.md#fp16-storage): runs the same starts under both contracts and
 -- reports the share of identical sequences and where the first divergence
 -- happens.   luajit bench/fp16_divergence.lua EMBEDDINGS.json SEQUENCES STEPS [layout]
 local divgpu = require "divgpu"

@@ -1,4 +1,4 @@
--- Gram's bytes against the roof (issue 6's measurement list): runs the seed
+-- Gram's bytes against the roof: runs the seed
 -- batch (or any table) with gram in process and prints one JSON line with the
 -- GPU time, the bytes of G and of the approx state the kernel must move, their
 -- rates, and the window-size histogram. bench/peers/ceilings.py measures the

@@ -1,4 +1,4 @@
--- Cost per step of the Gram method against N (SPEC section 6, "scaling"):
+-- Cost per step of the Gram method against N (docs/contract.md#reference-tables, "scaling"):
 -- clustered tables of N = 8,192 * 2^k up to MAX_N made in process (no JSON),
 -- 4,096 sequences x 256 steps each, G's build timed apart. One JSON line per N.
 --   luajit bench/gram_scaling.lua [MAX_N] [SEQUENCES] [STEPS]

@@ -1,4 +1,4 @@
--- What the exact underflow path costs (issue 7): the shipped poems (no
+-- What the exact underflow path costs: the shipped poems (no
 -- subnormal certificate, so the path is on by default where denormals are
 -- not guaranteed) with and without it, alternating pairs, order reversed
 -- every other pair; outputs must be identical (no subnormal arises on them).

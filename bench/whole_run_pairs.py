@@ -1,4 +1,4 @@
-"""Whole-run A/B in alternating pairs (SPEC section 7): divgpu against the
+"""Whole-run A/B in alternating pairs (docs/contract.md#measuring): divgpu against the
 PyTorch direct peer, each in one long-lived process that loaded the table once.
 
   python3 bench/whole_run_pairs.py --embeddings E.json --starts 0:3584 --length 8359 \

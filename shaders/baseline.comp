@@ -1,5 +1,5 @@
 #version 450
-// The direct method's reference shape (SPEC section 5): one workgroup per
+// The direct method's reference shape (docs/contract.md#shapes): one workgroup per
 // sequence, one strided pass over all candidates per dispatch (one step).
 #extension GL_GOOGLE_include_directive : require
 #include "scan_header.glsl"

@@ -1,5 +1,5 @@
 #version 450
-// The direct method, one dispatch per tile (SPEC section 5): a hard grid sync
+// The direct method, one dispatch per tile (docs/contract.md#shapes): a hard grid sync
 // between tiles, the running best carried across them in `carry`. fp16-exact
 // runs its filter tile by tile (PHASE_SCAN) and decides in one more dispatch
 // (PHASE_DECIDE).

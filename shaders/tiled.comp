@@ -1,5 +1,5 @@
 #version 450
-// The direct method, tiled (SPEC section 5): the baseline's pass split into
+// The direct method, tiled (docs/contract.md#shapes): the baseline's pass split into
 // tiles of pc.tile_size candidates inside the shader; the running best is
 // kept across tiles, never reset between them.
 #extension GL_GOOGLE_include_directive : require

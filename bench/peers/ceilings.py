@@ -1,4 +1,4 @@
-"""The device's ceilings in the same campaign call as the kernels (SPEC section 7):
+"""The device's ceilings in the same campaign call as the kernels (docs/contract.md#measuring):
 copy bandwidth (read + write, one large device-to-device copy) and SGEMM
 (TF32 off), with PyTorch. Prints one JSON line; the median of the timed repeats.
 

@@ -1,4 +1,4 @@
-// fp16-exact (SPEC section 3): half loads filter the candidates, the fp32
+// fp16-exact (docs/contract.md#fp16-storage): half loads filter the candidates, the fp32
 // contract decides. Output is bit-identical to the fp32 contract.
 //
 // Filter score of candidate j (filter_chain): f_j = fl(chain(c, h_j)) * inv_norm[j], the same
@@ -16,7 +16,7 @@
 //     multiplied by inv_norm[j] (up to 2^127 for a row of tiny norm) they are
 //     not small, and leaving them out made the filter drop the contract's
 //     winner on the D = 1 table [4.64458274e-39], [4.83849653e-05],
-//     [1.19138513e-05] (issue 7; tests/subnormal_spec.lua).
+//     [1.19138513e-05] (tests/subnormal_spec.lua).
 //  2. Half rounding to nearest: |e_d - h_d| <= 2^-11 |e_d| + 2^-25 (the second
 //     term covers the subnormal range, spacing 2^-24), so
 //     |c.e - c.h| <= 2^-11 A + 2^-25 |c|_1; also A' <= (1 + 2^-11) A + 2^-25 |c|_1.
@@ -41,7 +41,7 @@
 #ifndef DIVGPU_BOUND_SCALE
 #define DIVGPU_BOUND_SCALE 2.0
 #endif
-// The twin of the underflow term: 0 drops K3 (the bound as it was before issue 7).
+// The twin of the underflow term: 0 drops K3 (the bound as it was before the underflow term).
 #ifndef DIVGPU_UNDERFLOW_TERM
 #define DIVGPU_UNDERFLOW_TERM 1
 #endif

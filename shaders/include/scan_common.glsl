@@ -1,4 +1,4 @@
-// The direct method's shared state and steps (SPEC section 5): the centroid
+// The direct method's shared state and steps (docs/contract.md#shapes): the centroid
 // in shared memory, the reduction, the append, the exact scan of a candidate
 // range and fp16-exact's filter. Include after scan_header.glsl and the push block.
 

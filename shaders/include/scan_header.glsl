@@ -1,5 +1,5 @@
 // The direct method's kernels (baseline.comp, tiled.comp, tile-dispatch.comp,
-// SPEC section 5): what they declare alike. Include first, then declare the
+// docs/contract.md#shapes): what they declare alike. Include first, then declare the
 // push block with SCAN_PUSH_FIELDS and the shape's own fields, then include
 // scan_common.glsl. Precision variants (defines, from each kernel's
 // .variants table):
