@@ -36,7 +36,9 @@
 #define TILE_COLUMNS 8
 #define GEMM_SLICE 8
 #endif
-layout(local_size_x = GEMM_WX, local_size_y = GEMM_WY) in;
+// One dimension of threads (tx, ty derived from it): lavapipe's subgroups of a
+// two-dimensional workgroup narrower than a subgroup gave wrong reductions.
+layout(local_size_x = GEMM_WX * GEMM_WY) in;
 const uint WX = GEMM_WX, WY = GEMM_WY, SLICE = GEMM_SLICE;
 const uint TS = GEMM_WY * TILE_ROWS;      // sequences a tile
 const uint TC = GEMM_WX * TILE_COLUMNS;   // candidates a tile
@@ -132,8 +134,8 @@ void stage(uint s0, uint j0, uint d0, uint flat_id) {
 }
 
 void scores() {
-    const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-    const uint flat_id = ty * WX + tx;
+    const uint flat_id = gl_LocalInvocationID.x;
+    const uint tx = flat_id % WX, ty = flat_id / WX;
     const uint j0 = gl_WorkGroupID.x * TC, s0 = gl_WorkGroupID.y * TS;
     ROWS(DECLARE_ROW)
     for (uint d0 = 0u; d0 < pc.dim; d0 += SLICE) {
@@ -164,7 +166,7 @@ void scores() {
 // ---- PHASE_APPEND ----
 void append() {
     const uint s = gl_WorkGroupID.x;
-    const uint tid = gl_LocalInvocationID.y * WX + gl_LocalInvocationID.x;
+    const uint tid = gl_LocalInvocationID.x;
     uvec2 best = NO_CANDIDATE;
 #if DIVGPU_GEMM_PERTURB == 1
     const uint tiles = max(pc.tiles, 2u) - 1u;  // Twin: the last tile of candidates is forgotten.

@@ -2,8 +2,8 @@
 -- device and driver with shaders/rates.comp and kept in the user's cache
 -- folder ($XDG_CACHE_HOME/divgpu/rates, else ~/.cache/divgpu/rates), one small
 -- JSON file per device UUID and driver version. Where that folder cannot be
--- written the measurement is kept for the process; where nothing can be
--- measured (no timestamps) a table of known devices stands in.
+-- written (or nothing can be measured: no timestamps), a table of known
+-- devices stands in, and r.source says so.
 --
 --   local rates = require "divgpu.rates"
 --   local r = rates.of(ctx)   -- { f32_chain =, f64_fma =, copy =, dispatch =, source = }
@@ -60,9 +60,7 @@ local function read_cached(path)
     return r
 end
 
-local function write_cached(path, folder, r)
-    if not path then return false end
-    os.execute(string_format("mkdir -p '%s' 2>/dev/null", folder))
+local function write_cached(path, r)
     local ok = pcall(function()
         local out = require("divgpu").output(path)
         out:write(json.encode(r))
@@ -110,8 +108,28 @@ function _M.measure(ctx)
     return r
 end
 
---- The rates of ctx's device: cached, else measured (and cached where the
---- folder allows), else the table's. r.source says which.
+--- True when `folder` exists (made if missing) and a file can be created in it.
+local function writable(folder)
+    if not folder then return false end
+    os.execute(string_format("mkdir -p '%s' 2>/dev/null", folder))
+    local probe = string_format("%s/.probe-%d", folder, math.random(1, 2 ^ 30))
+    local f = io.open(probe, "w")
+    if not f then return false end
+    f:close()
+    os.remove(probe)
+    return true
+end
+
+local function table_rates(info, why)
+    local known = _M.KNOWN[info.name] or (info.name:find("llvmpipe", 1, true) and _M.KNOWN.llvmpipe) or _M.KNOWN.default
+    local r = {}
+    for k, v in pairs(known) do r[k] = v end
+    r.source = "the table of known devices (" .. why .. ")"
+    return r
+end
+
+--- The rates of ctx's device: cached; else measured and cached, where the
+--- cache folder can be written; else the table's. r.source says which.
 function _M.of(ctx)
     if type(ctx) ~= "userdata" then error("rates.of: a context is required", 2) end
     local r = by_context[ctx]
@@ -121,17 +139,15 @@ function _M.of(ctx)
     r = read_cached(path)
     if r then
         r.source = "the cache " .. path
+    elseif not writable(folder) then
+        r = table_rates(info, "the cache folder " .. tostring(folder) .. " cannot be written")
     else
         local ok, measured = pcall(_M.measure, ctx)
-        if ok and measured then
+        if ok and measured and write_cached(path, measured) then
             r = measured
-            r.source = write_cached(path, folder, measured) and ("a measurement, kept in " .. path)
-                or "a measurement (the cache folder is not writable: kept for this process)"
+            r.source = "a measurement, kept in " .. path
         else
-            local known = _M.KNOWN[info.name] or (info.name:find("llvmpipe") and _M.KNOWN.llvmpipe) or _M.KNOWN.default
-            r = {}
-            for k, v in pairs(known) do r[k] = v end
-            r.source = "the table of known devices (" .. (ok and "no measurement" or tostring(measured):match("^[^\n]*")) .. ")"
+            r = table_rates(info, ok and "no measurement" or tostring(measured):match("^[^\n]*"))
         end
     end
     by_context[ctx] = r
