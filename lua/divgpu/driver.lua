@@ -269,7 +269,7 @@ function _M.run(opts)
         if lane.method ~= stats.method then stats.method = "mixed" end
         -- G's builds overlap across devices: the longest is the run's.
         if lane.job.build_seconds then stats.build_seconds = max(stats.build_seconds or 0, lane.job.build_seconds) end
-        if lane.method == "gram" and not stats.gram then
+        if (lane.method == "gram" or lane.method == "tensor") and not stats.gram then  -- the certified filters
             stats.gram = { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
                            window_histogram = gram.empty_histogram() }
         end

@@ -7,6 +7,7 @@ mod embeddings;
 mod files;
 mod gpu;
 mod gram;
+mod tensor;
 mod plot;
 
 use std::path::PathBuf;
@@ -513,5 +514,6 @@ pub fn module(lua: &Lua) -> mlua::Result<LuaTable> {
     files::register(lua, &m)?;
     plot::register(lua, &m)?;
     gram::register(lua, &m)?;
+    tensor::register(lua, &m)?;
     Ok(m)
 }
