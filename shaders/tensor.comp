@@ -52,7 +52,9 @@ layout(push_constant) uniform Push {
     uint ring;        // slots per sequence in the winners ring
     uint sequences;   // S
     uint tiles;       // candidate tiles of PHASE_PRODUCTS: ceil(N / threads)
-    uint words;       // u32 words a packed slice row holds: ceil(D / 4)
+    uint words;       // u32 words a packed slice row holds: D rounded up to 32 bytes
+    uint seq_rows;    // rows a centroid slice plane holds: S rounded up to 16
+    uint item_rows;   // rows a table slice plane holds: N rounded up to 16
     uint phase;
 } pc;
 
@@ -62,10 +64,10 @@ layout(push_constant) uniform Push {
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };        // [N][D], rows
 layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; };     // [N]
 layout(std430, set = 0, binding = 2) readonly buffer JobFactors { double job_factor[]; }; // P, Imax, Q2, Q3, Ehat, R
-layout(std430, set = 0, binding = 3) readonly buffer TableSlices { uint table_slice[]; }; // [3][N][words], int8 x 4
+layout(std430, set = 0, binding = 3) readonly buffer TableSlices { uint table_slice[]; }; // [3][item_rows][words], int8 x 4
 layout(std430, set = 0, binding = 4) readonly buffer Exponents { int table_exponent[]; }; // [N]: sigma_j = 2^e
 layout(std430, set = 0, binding = 5) buffer Centroids { double csum[]; };                // [S][D], f64 sums
-layout(std430, set = 0, binding = 6) buffer CentroidSlices { uint centroid_slice[]; };  // [3][S][words]
+layout(std430, set = 0, binding = 6) buffer CentroidSlices { uint centroid_slice[]; };  // [3][seq_rows][words]
 layout(std430, set = 0, binding = 7) buffer Masks { uint mask[]; };                     // [S][ceil(N/32)]
 layout(std430, set = 0, binding = 8) writeonly buffer Winners { uint winners[]; };      // [S][ring]
 // Per sequence: B̂, the centroid's exponent, 1 when it could be sliced, the
@@ -174,7 +176,7 @@ void slice_centroid() {
             norms += dvec4(wc * wc, c * c, q2 * q2, q3 * q3);
             parts += dvec2(approx * approx, remainder * remainder);
         }
-        const uint row = s * pc.words + w, plane = pc.sequences * pc.words;
+        const uint row = s * pc.words + w, plane = pc.seq_rows * pc.words;
         centroid_slice[row] = packed1;
         centroid_slice[plane + row] = packed2;
         centroid_slice[2u * plane + row] = packed3;
@@ -220,7 +222,7 @@ int lane(uint word, uint i) { return bitfieldExtract(int(word), int(8u * i), 8);
 // â_j for sequence s (tensor.md section 2): the three exact int32 sums, then
 // one f64 rounding.
 double approx(uint s, uint j) {
-    const uint cplane = pc.sequences * pc.words, tplane = pc.num_items * pc.words;
+    const uint cplane = pc.seq_rows * pc.words, tplane = pc.item_rows * pc.words;
     const uint crow = s * pc.words, trow = j * pc.words;
     int a2 = 0, a3 = 0, a4 = 0;
     for (uint w = 0u; w < pc.words; ++w) {

@@ -28,11 +28,35 @@ local DESCRIPTOR = {
     bindings = { "embeddings", "inv_norm", "job_factors", "table_slices", "exponents", "centroids",
                  "centroid_slices", "masks", "winners", "state_f64", "state_u32", "a_low", "partials",
                  "partial_index", "a_exact" },
-    push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "words", "phase" },
+    push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "words", "seq_rows", "item_rows", "phase" },
     constants = { workgroup_size = 0, max_dim = 1, window_capacity = 2, subgroup_slots = 3 },
 }
 local PHASE_SLICE, PHASE_PRODUCTS, PHASE_DECIDE = 0, 1, 2
 local STATE_F64 = 4
+
+-- The products on tensor cores (shaders/tensor_coopmat.comp): the same
+-- integers as the plain phase, 16 sequences x 64 candidates a workgroup.
+local COOPMAT = {
+    shader = "tensor_coopmat",
+    bindings = { "inv_norm", "table_slices", "exponents", "centroid_slices", "masks", "state_f64", "a_low",
+                 "partials", "partial_index" },
+    push = { "num_items", "sequences", "row_bytes", "seq_rows", "item_rows", "tiles" },
+    constants = {},
+    tile_sequences = 16, tile_candidates = 64,
+}
+
+--- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
+function _M.has_coopmat(ctx)
+    local info = ctx.info
+    if not (info.int8 and info.storage_buffer_8bit and info.subgroup_size == 32) then return false end
+    for _, c in ipairs(info.cooperative_matrix or {}) do
+        if c.m == 16 and c.n == 16 and c.k == 32 and c.a == "i8" and c.b == "i8" and c.c == "i32"
+           and c.result == "i32" and c.scope == "subgroup" then
+            return true
+        end
+    end
+    return false
+end
 
 --- True, or false and why the tensor filter cannot run this table here.
 function _M.admissible(ctx, e)
@@ -51,6 +75,8 @@ Job.__index = Job
 ---   workgroup_size   threads a workgroup (default the device's, as gram)
 ---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
 ---   defines, spirv   a variant of tensor.comp (the instrumented build, twins)
+---   coopmat          true: the products on tensor cores (tensor_coopmat.comp), where
+---                    the device has them; not with the instrumented build
 ---   exact_underflow  false: no exact underflow path (tests)
 function _M.job(ctx, e, opts)
     opts = opts or {}
@@ -68,6 +94,7 @@ function _M.job(ctx, e, opts)
     end
     local self = setmetatable({ ctx = ctx, embeddings = e, n = e.n, dim = e.dim, method = "tensor",
                                 workgroup_size = wg, window_capacity = capacity, words = slices.words,
+                                item_rows = slices.item_rows,
                                 tiles = ceil(e.n / wg), check = opts.defines and opts.defines.DIVGPU_TENSOR_CHECK }, Job)
     self.table_buffer = ctx:upload(e:values(), "embeddings")
     self.inv_norm_buffer = ctx:upload(e:inv_norms(), "inv_norm")
@@ -83,6 +110,14 @@ function _M.job(ctx, e, opts)
         spirv = opts.spirv or vk.shader(ctx, "tensor", defines), name = "tensor",
         constants = { workgroup_size = wg, max_dim = e.dim, window_capacity = capacity, subgroup_slots = subgroup_slots },
     })
+    if opts.coopmat then
+        if not _M.has_coopmat(ctx) then
+            error(string_format("device '%s' has no int8 16 x 16 x 32 cooperative matrices", info.name), 2)
+        end
+        if self.check then error("tensor.job: the instrumented build runs the plain products only", 2) end
+        self.coopmat = kernel.new(ctx, COOPMAT, { name = "tensor_coopmat" })
+        self.tiles = ceil(e.n / COOPMAT.tile_candidates)
+    end
     return self
 end
 
@@ -110,11 +145,11 @@ function Job:batch(starts, ring, in_flight)
     b.state_u32 = ctx:buffer(count * GRAM.state_u32_words * 4, "tensor counters")
     b.state_u32:fill(0)
     b.winners_buffer = ctx:buffer(count * ring * 4, "winners", "host")
-    b.group = self.kernel:bind{
+    b.group_buffers = {
         embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, job_factors = self.factors_buffer,
         table_slices = self.slices_buffer, exponents = self.exponents_buffer,
         centroids = ctx:upload(self.embeddings:gather_f64(starts), "centroids"),
-        centroid_slices = ctx:buffer(3 * count * self.words * 4, "centroid slices"),
+        centroid_slices = ctx:buffer(3 * ceil(count / 16) * 16 * self.words * 4, "centroid slices"),
         masks = ctx:upload(divgpu.initial_masks(starts, n), "masks"),
         winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
         a_low = ctx:buffer(count * n * 4, "approximations rounded down"),
@@ -122,6 +157,12 @@ function Job:batch(starts, ring, in_flight)
         partial_index = ctx:buffer(count * self.tiles * 4, "tile argmins"),
         a_exact = ctx:buffer(self.check and count * n * 8 or 8, "approximations (the check)"),
     }
+    b.group = self.kernel:bind(b.group_buffers)
+    if self.coopmat then
+        local named = {}
+        for _, name in ipairs(COOPMAT.bindings) do named[name] = b.group_buffers[name] end
+        b.coopmat_group = self.coopmat:bind(named)
+    end
     b:add_recorders(in_flight)
     return b
 end
@@ -133,15 +174,21 @@ function Batch:record(first, count, rec)
     rec = rec or self.recorder
     local job = self.job
     local push = { num_items = job.n, dim = job.dim, ring = self.ring, sequences = self.count,
-                   tiles = job.tiles, words = job.words }
+                   tiles = job.tiles, words = job.words, seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }
     for t = first, first + count - 1 do
         push.step = t
         push.phase = PHASE_SLICE
         job.kernel:dispatch(rec, self.group, push, self.count)
         -- Orders the centroids' slices and bounds before the products read them.
         rec:barrier()
-        push.phase = PHASE_PRODUCTS
-        job.kernel:dispatch(rec, self.group, push, job.tiles, self.count)
+        if job.coopmat then
+            job.coopmat:dispatch(rec, self.coopmat_group, { num_items = job.n, sequences = self.count,
+                row_bytes = job.words * 4, seq_rows = push.seq_rows, item_rows = job.item_rows, tiles = job.tiles },
+                job.tiles, ceil(self.count / COOPMAT.tile_sequences))
+        else
+            push.phase = PHASE_PRODUCTS
+            job.kernel:dispatch(rec, self.group, push, job.tiles, self.count)
+        end
         -- Orders every tile's minima and approximations before the decision.
         rec:barrier()
         push.phase = PHASE_DECIDE

@@ -87,15 +87,21 @@ pub fn slice(x: &[f32]) -> Sliced {
 /// exponents; and the job's factors (tensor.md section 5):
 /// `[P, Imax, Q2, Q3, Ehat, R]`, each rounded up by 1 + 2^-40.
 pub struct TableSlices {
+    /// u32 words a packed row holds: D rounded up to 32 bytes (a
+    /// cooperative-matrix step), the padding zero.
     pub words: usize,
+    /// Rows a slice plane holds: N rounded up to 16 (a cooperative-matrix
+    /// tile), the extra rows zero.
+    pub item_rows: usize,
     pub packed: Vec<u32>,
     pub exponents: Vec<i32>,
     pub factors: [f64; 6],
 }
 
 pub fn table_slices(t: &Table, norms: &[f64]) -> TableSlices {
-    let words = t.dim.div_ceil(4);
-    let mut packed = vec![0u32; SLICES * t.n * words];
+    let words = t.dim.div_ceil(32) * 8;
+    let item_rows = t.n.div_ceil(16) * 16;
+    let mut packed = vec![0u32; SLICES * item_rows * words];
     let mut exponents = Vec::with_capacity(t.n);
     let mut f = [0f64; 6];
     for j in 0..t.n {
@@ -109,7 +115,7 @@ pub fn table_slices(t: &Table, norms: &[f64]) -> TableSlices {
         f[4] = f[4].max(inv * s.approx_norm);
         f[5] = f[5].max(inv * s.remainder_norm);
         for (k, slice) in s.slices.iter().enumerate() {
-            let row = &mut packed[(k * t.n + j) * words..(k * t.n + j + 1) * words];
+            let row = &mut packed[(k * item_rows + j) * words..(k * item_rows + j + 1) * words];
             for (d, &q) in slice.iter().enumerate() {
                 row[d / 4] |= (q as u8 as u32) << (8 * (d % 4));
             }
@@ -117,7 +123,7 @@ pub fn table_slices(t: &Table, norms: &[f64]) -> TableSlices {
         exponents.push(s.exponent);
     }
     let up = 1.0 + 2f64.powi(-40);
-    TableSlices { words, packed, exponents, factors: f.map(|x| x * up) }
+    TableSlices { words, item_rows, packed, exponents, factors: f.map(|x| x * up) }
 }
 
 /// Why the tensor filter cannot certify this table, if it cannot.
@@ -169,7 +175,7 @@ mod tests {
         let t = Table::from_rows("t", 2, 3, data, None).map_err(|e| e.to_string())?;
         let norms = super::super::gram::row_norm_bounds(&t);
         let ts = table_slices(&t, &norms);
-        assert_eq!(ts.words, 1);
+        assert_eq!((ts.words, ts.item_rows), (8, 16));
         let row0 = slice(t.row(0));
         let want = (row0.slices[0][0] as u8 as u32) | (row0.slices[0][1] as u8 as u32) << 8 | (row0.slices[0][2] as u8 as u32) << 16;
         assert_eq!(ts.packed[0], want);

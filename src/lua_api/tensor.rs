@@ -8,7 +8,7 @@ use super::embeddings::Embeddings;
 use crate::contract::{gram, tensor};
 
 pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
-    // divgpu.tensor_slices(e) -> { words =, slices = u32 array [3][N][words] (packed int8),
+    // divgpu.tensor_slices(e) -> { words =, item_rows =, slices = u32 array [3][item_rows][words] (packed int8),
     //   exponents = u32 array [N] (two's complement i32), factors = f64 array {P, Imax, Q2, Q3, Ehat, R} }
     // or nil, why (a table the filter cannot certify)
     m.set(
@@ -21,6 +21,7 @@ pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
             let s = tensor::table_slices(t, &gram::row_norm_bounds(t));
             let out = lua.create_table()?;
             out.set("words", s.words)?;
+            out.set("item_rows", s.item_rows)?;
             out.set("slices", HostArray::U32(s.packed))?;
             out.set("exponents", HostArray::U32(s.exponents.iter().map(|&x| x as u32).collect()))?;
             out.set("factors", HostArray::F64(s.factors.to_vec()))?;
