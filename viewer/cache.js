@@ -10,13 +10,14 @@
   class InputError extends Error {}
 
   const MiB = 1024 * 1024;
-  const HEAD_BYTES = 64 * 1024; // the first read: a binary header, a JSON cache's first lines
+  const HEAD_BYTES = 4096; // the first read: the binary header, or a JSON cache's header line
+  const JSON_HEAD_LIMIT = 64 * 1024; // how far a JSON cache's header line may reach
   const READ_WHOLE_LIMIT = 32 * MiB; // a larger JSON cache is read by start, unless told otherwise
   const NO_SEQUENCE = 0xffffffff; // a start index entry: no sequence starts at this item
   const MAGIC = [0x44, 0x49, 0x56, 0x47, 0x50, 0x55, 0x42, 0x00]; // "DIVGPUB\0"
   const PREVIEW_STARTS = 10; // how many of the first starts the page names
 
-  const plural = (n, word) => `${n.toLocaleString("en-US")} ${word}${n === 1 ? "" : "s"}`;
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
   // --- sources: read(offset, length) gives those bytes (fewer at the end) ---
 
@@ -252,7 +253,7 @@
       this.maxLine = 2 + header.length * (digits + 1); // "[" + items and commas + "]" + ","
       // A probe reads a little more than a line, on average, to find the next one.
       const lines = header.version === 2 ? header.starts_count : 1;
-      this.probe = Math.min(HEAD_BYTES, Math.max(256, Math.ceil((2 * (linesEnd - linesStart)) / lines) + 32));
+      this.probe = Math.min(JSON_HEAD_LIMIT, Math.max(256, Math.ceil((2 * (linesEnd - linesStart)) / lines) + 32));
     }
 
     layoutError(what) {
@@ -341,9 +342,10 @@
 
   async function openJsonByStart(source, head) {
     const name = source.name;
-    const parsed = parseJsonHead(name, head);
+    let parsed = parseJsonHead(name, head);
+    if (parsed === null && source.size > head.length) parsed = parseJsonHead(name, await source.read(0, JSON_HEAD_LIMIT));
     if (parsed === null) {
-      throw new InputError(`${name}: its first ${HEAD_BYTES} bytes are not a divgpu cache's header line and "sequences": [ (read by start, a JSON cache must be laid out as divgpu writes it)`);
+      throw new InputError(`${name}: its first ${JSON_HEAD_LIMIT} bytes are not a divgpu cache's header line and "sequences": [ (read by start, a JSON cache must be laid out as divgpu writes it)`);
     }
     const { header, linesStart } = parsed;
     const size = source.size;

@@ -24,6 +24,7 @@
   let current = null; // { item, items, position } on show
   let shown = 0; // rows of the current sequence in the table
   let chosen = 0; // counts choices: a slow read must not overwrite a later one
+  let loads = 0; // the same for loads (a cache picked, then its table)
 
   // One line, naming the file; also on the console, for tools and tests.
   function fail(message) {
@@ -132,12 +133,14 @@
   }
 
   async function load(cacheSource, tableSource, read) {
+    const ticket = ++loads;
     document.body.dataset.state = "loading";
     $("error").hidden = true;
     $("info").textContent = "Loading…";
     try {
       const [cache, table] = await Promise.all([window.divgpuCache.open(cacheSource, read),
         tableSource ? readTable(tableSource) : null]);
+      if (ticket !== loads) return;
       if (table) checkPair(cache, table);
       data = { cache, table, n: cache.header.num_items, lower: table && lowerLabels(table) };
       $("info").textContent = describe(cache, table);
@@ -154,7 +157,7 @@
         search.focus();
       }
     } catch (e) {
-      failWith(e);
+      if (ticket === loads) failWith(e);
     }
   }
 
