@@ -98,6 +98,7 @@ def bad_variants(site, cache, n):
     write("not_cache.json", {"format": "something-else", "version": 1})
     write("partial.json", small)  # valid: a cache of three starts
     write("cut.json", dict(small, sequences=small["sequences"][:2]))  # format 2: a sequence missing
+    write("other_starts.json", dict(small, starts_sha256="ab" * 32))
     for name in ("viewer", "assets"):
         os.symlink(os.path.join(ROOT, name), os.path.join(bad, name))
     write("short_titles.json", {"embeddings": [[1.0]] * n, "titles": ["a"] * (n - 1)})
@@ -115,6 +116,9 @@ def bad_variants(site, cache, n):
         ("a JSON file that is not a cache", "/viewer/?cache=../bad/not_cache.json", ["not a divgpu cache"]),
         ("a format 2 cache missing a sequence", "/viewer/?cache=../bad/cut.json",
          ["../bad/cut.json", "has 2 sequences, but its header says starts_count 3"]),
+        ("a format 2 cache whose starts are not its starts_sha256's", "/viewer/?cache=../bad/other_starts.json",
+         ["../bad/other_starts.json", "its sequences' starts have sha256", "starts_sha256 ababababab"]),
+        ("an unknown ?read=", "/viewer/?read=fast", ["?read= is \"fast\"", "one of auto, whole, start"]),
         ("a table whose titles are one short", "/viewer/?embeddings=../bad/short_titles.json",
          ["../bad/short_titles.json", f"is not {n} strings"]),
         ("a missing table", "/viewer/?embeddings=../bad/nothing.json", ["../bad/nothing.json", "HTTP 404"]),

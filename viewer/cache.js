@@ -251,9 +251,10 @@
       this.linesEnd = linesEnd; // the "\n" before the closing "]}"
       const digits = String(header.num_items - 1).length;
       this.maxLine = 2 + header.length * (digits + 1); // "[" + items and commas + "]" + ","
-      // A probe reads a little more than a line, on average, to find the next one.
-      const lines = header.version === 2 ? header.starts_count : 1;
-      this.probe = Math.min(JSON_HEAD_LIMIT, Math.max(256, Math.ceil((2 * (linesEnd - linesStart)) / lines) + 32));
+      // A probe reads about two lines to find the next one (version 1 gives no
+      // count of lines: the longest a line can be).
+      const line = header.version === 2 ? (linesEnd - linesStart) / header.starts_count : this.maxLine;
+      this.probe = Math.min(JSON_HEAD_LIMIT, Math.max(256, Math.ceil(2 * line) + 32));
     }
 
     layoutError(what) {
@@ -438,6 +439,8 @@
     checkLayout(name, h, H, source.size);
     const S = h.starts_count, N = h.num_items, L = h.length;
     const firstStarts = u32s(await source.readExactly(h.starts_offset, 4 * Math.min(S, PREVIEW_STARTS), "the starts"));
+    const beyond = firstStarts.findIndex((s) => s >= N);
+    if (beyond >= 0) throw new InputError(`${name}: start ${beyond} is item ${firstStarts[beyond]}, not below num_items ${N}`);
     const header = Object.fromEntries(Object.entries(h).filter(([key]) => !BINARY_OFFSETS.includes(key)));
     return {
       source, header, form: "binary", reading: "by start", startsCount: S, firstStarts,

@@ -386,11 +386,11 @@
   function start() {
     listen();
     const read = params.get("read") || "auto";
+    listenToPickers(READ_MODES.includes(read) ? read : "auto");
     if (!READ_MODES.includes(read)) {
       fail(`?read= is ${JSON.stringify(read.slice(0, 20))}: one of ${READ_MODES.join(", ")}`);
       return;
     }
-    listenToPickers(read);
     if (location.protocol === "file:") {
       // fetch() cannot read file: URLs in Chromium; the pickers can.
       $("files").open = true;
