@@ -263,6 +263,43 @@ def check_numeric_ids(driver, server, site):
     check("ids that are neither strings nor numbers: one line naming the table",
           one_line_error(driver, body(driver).get_attribute("data-state"),
                          ["../ids/bool_ids.json", '"ids" is not 40 strings or numbers']))
+    check_binary_refusals(driver, server, folder, fields, starts, made)
+
+
+def check_binary_refusals(driver, server, folder, fields, starts, rows):
+    """Broken copies of a small binary cache (the one above, which loads: their twin)."""
+    n = fields["num_items"]
+    good = open(os.path.join(folder, "cache.bin"), "rb").read()
+    header = mbc.read_binary(os.path.join(folder, "cache.bin"))[0]
+
+    def write(name, data):
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+
+    def patched(offset, value):
+        return good[:offset] + int(value).to_bytes(4, "little") + good[offset + 4:]
+    write("magic.bin", good[:6] + b"X" + good[7:])
+    write("layout.bin", patched(8, 2))
+    write("start_beyond.bin", patched(header["starts_offset"], n))
+    write("longer.bin", good + bytes(4))
+    index_at = f'"index_offset":{header["index_offset"]}'.encode()
+    moved = f'"index_offset":{header["index_offset"] + 4}'.encode()
+    assert len(moved) == len(index_at) and good.count(index_at) == 1
+    write("offset.bin", good.replace(index_at, moved))
+    reordered = {k: fields[k] for k in ["format", "version", "contract", "dim", "num_items"]} | fields
+    mbc.write_binary(os.path.join(folder, "reordered.bin"), reordered, starts, rows, n)
+    size = len(good)
+    for name, words in [
+            ("magic.bin", ["not a divgpu binary cache", "DIVGPUB"]),
+            ("layout.bin", ["binary layout 2, not 1"]),
+            ("start_beyond.bin", [f"start 0 is item {n}, not below num_items {n}"]),
+            ("longer.bin", [f"the file has {size + 4} bytes, but its header says {size}"]),
+            ("offset.bin", [f"index_offset is {header['index_offset'] + 4}, but the layout puts it at {header['index_offset']}"]),
+            ("reordered.bin", ["the binary header's fields are format, version, contract, dim, num_items"])]:
+        state = open_page(driver, server.base + f"/viewer/?cache=../ids/{name}&start=7")
+        check(f"a binary cache refused: {name}, in one line naming it", one_line_error(driver, state, [f"../ids/{name}"] + words))
+    state = open_page(driver, server.base + "/viewer/?cache=../ids/cache.bin&start=7")
+    twin("a binary cache refused", one_line_error(driver, state, ["../ids/cache.bin"]))
 
 
 def check_origins(driver, server, other, big):

@@ -468,6 +468,9 @@
   async function open(source, read) {
     const head = await source.read(0, HEAD_BYTES);
     if (isBinary(head)) return openBinary(source, head);
+    if (decoder.decode(head.subarray(0, 6)) === "DIVGPU") {
+      throw new InputError(`${source.name}: not a divgpu binary cache (its first 8 bytes are not DIVGPUB\\0)`);
+    }
     const byStart = source.byRange && (read === "start" || (read === "auto" && source.size > READ_WHOLE_LIMIT));
     if (byStart) return openJsonByStart(source, head);
     const whole = head.length === source.size ? head : await source.readExactly(0, source.size, "the file");
