@@ -290,6 +290,7 @@
     // The line of the greatest start at most `item` (the starts ascend).
     async search(item) {
       let lo = { at: this.linesStart, first: this.firstStart };
+      if (item === lo.first) return lo;
       if (item < lo.first) {
         // Absent if the starts ascend; a later line that starts lower says they do not.
         const late = await this.lineAfter(Math.max(this.linesStart + 1, this.linesEnd - this.maxLine), this.linesEnd + 1);
