@@ -113,7 +113,7 @@ def read_binary(path):
     assert bytes(raw[:8]) == b"DIVGPUB\0"
     h = int(raw[12:16].view("<u4")[0])
     header = json.loads(bytes(raw[16:16 + h]))
-    n, s, L = header["num_items"], header["starts_count"], header["length"]
+    n, s, L = header["num_items"], header["starts_count"], header["length"]  # n: as in the docs, unused here
     starts = raw[header["starts_offset"]:header["index_offset"]].view("<u4")
     index = raw[header["index_offset"]:header["rows_offset"]].view("<u4")
     rows = raw[header["rows_offset"]:].view("<u4").reshape(s, L)

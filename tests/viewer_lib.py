@@ -6,7 +6,6 @@ import functools
 import http.server
 import os
 import threading
-import time
 from collections import namedtuple
 
 from RangeHTTPServer import RangeRequestHandler
@@ -189,14 +188,3 @@ def items_problem(driver, expected):
 def wait_shown(driver, item):
     WebDriverWait(driver, WAIT_S).until(
         lambda d: body(d).get_attribute("data-shown") == str(item) or body(d).get_attribute("data-state") == "error")
-
-
-def timed(what):
-    """Prints how long the block took, as a comment line."""
-    class Timer:
-        def __enter__(self):
-            self.t0 = time.time()
-
-        def __exit__(self, *exc):
-            print(f"# {what}: {time.time() - self.t0:.1f} s", flush=True)
-    return Timer()
