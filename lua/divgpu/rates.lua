@@ -24,7 +24,8 @@ local CHAINS, UNROLL = 8, 8
 -- Stand-ins where nothing can be measured: figures measured on the devices
 -- named (bench/RESULTS.md) and a conservative default.
 _M.KNOWN = {
-    ["NVIDIA H200"] = { f32_chain = 32.0e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6 },
+    -- int8_mac: the tensor cores' int8 rate from registers (577.6 TOPS, 2026-12-01).
+    ["NVIDIA H200"] = { f32_chain = 32.0e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 2.9e14 },
     llvmpipe = { f32_chain = 1.0e8, f64_fma = 1.0e9, copy = 1.0e10, dispatch = 2e-4 },
     default = { f32_chain = 1.0e12, f64_fma = 1.0e11, copy = 2.0e11, dispatch = 2e-5 },
 }
