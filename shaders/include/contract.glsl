@@ -1,6 +1,8 @@
 // The fp32 contract of docs/contract.md#fp32-chain, shared by every scan shape.
 // Needs, declared before the include: `center[]` (shared f32 copy of the
-// centroid), `inv_norm[]`, EMB_INDEX and LOAD_EMB (the table binding).
+// centroid), `inv_norm[]`, EMB_INDEX and LOAD_EMB (the table binding);
+// a kernel with a chain of its own (gemm.comp) defines CONTRACT_NO_TABLE_SCORE
+// and needs only `inv_norm[]`.
 //
 // DIVGPU_PERTURB (0 = off) exists only for the tests' non-vacuity twins: each
 // value changes one operation of the chain, and the parity tests must see the
@@ -87,6 +89,7 @@ float NAME(uint j, uint row, uint dim) { \
     return contract_mul(acc, inv_norm[j]); \
 }
 
+#ifndef CONTRACT_NO_TABLE_SCORE
 #define TABLE_VALUE(row, d) LOAD_EMB(EMB_INDEX(row, d))
 CONTRACT_SCORE_FUNCTION(contract_score_of_row, TABLE_VALUE)
 
@@ -94,6 +97,7 @@ CONTRACT_SCORE_FUNCTION(contract_score_of_row, TABLE_VALUE)
 float contract_score(uint j, uint dim) {
     return contract_score_of_row(j, j, dim);
 }
+#endif
 
 // c[d] = (f32) csum[d], round to nearest even.
 float contract_centroid(double sum) {

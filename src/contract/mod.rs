@@ -16,6 +16,7 @@ pub mod safe_write;
 pub mod shard;
 pub mod subnormal;
 pub mod synth;
+pub mod tensor;
 pub mod table;
 pub mod table_file;
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod plot;
 mod process;
 mod recorder;
 mod shaders;
+mod tensor;
 mod testing;
 
 use mlua::{Function, Lua, Table as LuaTable};
@@ -75,7 +76,9 @@ fn build(lua: &Lua) -> mlua::Result<(LuaTable, LuaTable)> {
     let file_table = files::table(lua)?;
     caches::register(lua, &file_table)?;
     raw.set("files", file_table)?;
-    raw.set("jobs", jobs::table(lua)?)?;
+    let job_table = jobs::table(lua)?;
+    tensor::register(lua, &job_table)?;
+    raw.set("jobs", job_table)?;
     raw.set("clock", process::clock(lua)?)?;
     raw.set("process", process::table(lua)?)?;
     raw.set("plot", plot::table(lua)?)?;

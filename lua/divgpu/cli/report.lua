@@ -83,17 +83,20 @@ function _M.progress(quiet, resumed)
     return show, finish
 end
 
---- One line on the Gram filter's work: windows, fallbacks.
+--- One line on a certified filter's work (gram's, or the tensor filter's):
+--- windows, fallbacks.
 function _M.gram_summary(stats)
-    local g = stats.gram
+    local g, name = stats.gram, "gram"
+    if not g then g, name = stats.tensor, "tensor" end
     if not g or g.steps == 0 then return nil end
     -- The window-size histogram, as shares of the steps, bins that occurred only.
     local bins = {}
     for k, c in ipairs(g.window_histogram or {}) do
         if c > 0 then bins[#bins + 1] = string_format("%s: %.3g%%", gram.histogram_labels[k], 100 * c / g.steps) end
     end
-    return string_format("gram: G built in %.2f s; windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
-        .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", stats.build_seconds,
+    local built = stats.build_seconds and string_format(" G built in %.2f s;", stats.build_seconds) or ""
+    return string_format("%s:%s windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
+        .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", name, built,
         g.window_total / g.steps, 100 * g.window_ones / g.steps, g.window_max, g.fallbacks, g.steps,
         concat(bins, ", "))
 end

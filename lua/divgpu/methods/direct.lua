@@ -1,7 +1,7 @@
 -- The direct method: every step scans every candidate with the contract's
 -- exact chain (docs/contract.md#direct). Its shapes are the kernels whose
 -- descriptor says `method = "direct"` (lua/divgpu/kernels/: baseline, the
--- reference; tiled; tile-dispatch); each has the axes precision (fp32,
+-- reference; tiled; tile-dispatch; gemm, whose job is methods/direct_gemm.lua); each has the axes precision (fp32,
 -- fp16, fp16-exact) and layout (rows, columns) where its shader declares
 -- them. A new shape is its `.comp` and its descriptor: this module, the
 -- CLI, bench and the tests find it through the registry.
@@ -35,7 +35,7 @@ _M.DEFAULTS = { precision = "fp32", layout = "rows" }
 -- The run's options (driver.run) its job takes: { run option = job option }.
 _M.options = { shape = "shape", precision = "precision", tile_size = "tile_size", layout = "layout",
                workgroup_size = "workgroup_size", spirv = "spirv", shader_name = "name",
-               exact_underflow = "exact_underflow" }
+               exact_underflow = "exact_underflow", gemm_tiling = "tiling", gemm_defines = "defines" }
 
 --- The direct method's shapes, the reference first.
 function _M.shapes()
@@ -214,8 +214,18 @@ function _M.job(ctx, e, opts)
     local o = {}
     for k, v in pairs(opts) do o[k] = v end
     o.shape = o.shape or _M.default_shape()
-    for axis, default in pairs(_M.DEFAULTS) do o[axis] = o[axis] or default end
+    -- An axis the request leaves open takes the shape's default (its
+    -- kernel's first value), else the method's.
+    local shape_d = _M.descriptor(o.shape)
+    for axis, default in pairs(_M.DEFAULTS) do
+        o[axis] = o[axis] or (shape_d and kernel.axis_values(shape_d, axis) or { default })[1]
+    end
     local d = check_options(e, o)
+    -- A shape whose descriptor makes its own job (gemm: its batches differ).
+    if d.job then
+        local job, err = d.job(ctx, e, o)  -- not a tail call: misuse is raised at our caller
+        return job, err
+    end
     return catch(make_job, ctx, e, d, o)
 end
 

@@ -1,0 +1,185 @@
+//! Host side of the tensor filter (`shaders/tensor.md`): the table's integer
+//! slices, cut once per job, and the job's bound factors. The same cut runs on
+//! the device for each step's centroid (`tensor.comp`'s `slice_centroid`): in
+//! f64, where every operation of it is exact, so both sides get the same bits.
+
+use super::table::Table;
+
+/// Slices per vector (K in the proof): three int8 slices keep the filter's
+/// error about ten times below the contract chain's own rounding at D = 768.
+pub const SLICES: usize = 3;
+/// The largest D whose int8 products sum exactly in int32 (tensor.md section 2).
+pub const MAX_DIM: usize = 50_000;
+
+/// The exponent s of the slice scale 2^s of a vector whose largest |value| is
+/// `max_abs` > 0: the smallest s with `max_abs * 128 <= 127 * 2^s`, both sides
+/// exact in f64 (tensor.comp's `slice_exponent` computes the same s).
+pub fn slice_exponent(max_abs: f64) -> i32 {
+    let (_, e) = frexp(max_abs); // max_abs = m 2^e, m in [0.5, 1)
+    if max_abs * 128.0 <= 127.0 * 2f64.powi(e) {
+        e
+    } else {
+        e + 1
+    }
+}
+
+fn frexp(x: f64) -> (f64, i32) {
+    if x == 0.0 {
+        return (0.0, 0);
+    }
+    let bits = x.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    if exp == 0 {
+        // Subnormal f64: scale into the normal range first (no table value is one).
+        let (m, e) = frexp(x * 2f64.powi(64));
+        return (m, e - 64);
+    }
+    let m = f64::from_bits((bits & !(0x7ffu64 << 52)) | (1022u64 << 52));
+    (m, exp - 1022)
+}
+
+/// One vector's slices (`SLICES` x D int8 values), its scale's exponent and
+/// the 2-norms the bound needs: of each slice, of the approximation x̂ and of
+/// the remainder δx (exact values, norms rounded in f64).
+pub struct Sliced {
+    pub exponent: i32,
+    pub slices: [Vec<i8>; SLICES],
+    pub slice_norms: [f64; SLICES],
+    pub approx_norm: f64,
+    pub remainder_norm: f64,
+}
+
+/// Cuts x into its slices (tensor.md section 1), in f64: r_0 = x / 2^s,
+/// q_k = rnd(r_{k-1} 2^7) (ties to even), r_k = r_{k-1} 2^7 - q_k.
+pub fn slice(x: &[f32]) -> Sliced {
+    let max_abs = x.iter().fold(0f64, |m, &v| m.max((v as f64).abs()));
+    let exponent = slice_exponent(max_abs);
+    let scale = 2f64.powi(exponent);
+    let mut slices: [Vec<i8>; SLICES] = std::array::from_fn(|_| Vec::with_capacity(x.len()));
+    let (mut approx2, mut rem2) = (0f64, 0f64);
+    let mut norms2 = [0f64; SLICES];
+    for &v in x {
+        let mut r = v as f64 / scale;
+        let mut approx = 0f64;
+        for k in 0..SLICES {
+            let y = r * 128.0;
+            let q = y.round_ties_even();
+            r = y - q;
+            slices[k].push(q as i8);
+            norms2[k] += q * q;
+            approx += q * 2f64.powi(-7 * (k as i32 + 1));
+        }
+        let remainder = r * 2f64.powi(-7 * SLICES as i32);
+        approx2 += (approx * scale) * (approx * scale);
+        rem2 += (remainder * scale) * (remainder * scale);
+    }
+    Sliced {
+        exponent,
+        slices,
+        slice_norms: norms2.map(f64::sqrt),
+        approx_norm: approx2.sqrt(),
+        remainder_norm: rem2.sqrt(),
+    }
+}
+
+/// The table's slices, packed four int8 to a u32 (little-endian, row-major,
+/// each row padded to `words` u32 with zeros), slice after slice; the rows'
+/// exponents; and the job's factors (tensor.md section 5):
+/// `[P, Imax, Q2, Q3, Ehat, R]`, each rounded up by 1 + 2^-40.
+pub struct TableSlices {
+    /// u32 words a packed row holds: D rounded up to 32 bytes (a
+    /// cooperative-matrix step), the padding zero.
+    pub words: usize,
+    /// Rows a slice plane holds: N rounded up to 16 (a cooperative-matrix
+    /// tile), the extra rows zero.
+    pub item_rows: usize,
+    pub packed: Vec<u32>,
+    pub exponents: Vec<i32>,
+    pub factors: [f64; 6],
+}
+
+pub fn table_slices(t: &Table, norms: &[f64]) -> TableSlices {
+    let words = t.dim.div_ceil(32) * 8;
+    let item_rows = t.n.div_ceil(16) * 16;
+    let mut packed = vec![0u32; SLICES * item_rows * words];
+    let mut exponents = Vec::with_capacity(t.n);
+    let mut f = [0f64; 6];
+    for j in 0..t.n {
+        let s = slice(t.row(j));
+        let inv = t.inv_norm[j] as f64;
+        let scale = 2f64.powi(s.exponent);
+        f[0] = f[0].max(inv * norms[j]);
+        f[1] = f[1].max(inv);
+        f[2] = f[2].max(inv * scale * s.slice_norms[1]);
+        f[3] = f[3].max(inv * scale * s.slice_norms[2]);
+        f[4] = f[4].max(inv * s.approx_norm);
+        f[5] = f[5].max(inv * s.remainder_norm);
+        for (k, slice) in s.slices.iter().enumerate() {
+            let row = &mut packed[(k * item_rows + j) * words..(k * item_rows + j + 1) * words];
+            for (d, &q) in slice.iter().enumerate() {
+                row[d / 4] |= (q as u8 as u32) << (8 * (d % 4));
+            }
+        }
+        exponents.push(s.exponent);
+    }
+    let up = 1.0 + 2f64.powi(-40);
+    TableSlices { words, item_rows, packed, exponents, factors: f.map(|x| x * up) }
+}
+
+/// Why the tensor filter cannot certify this table, if it cannot.
+pub fn check_sliceable(t: &Table) -> std::result::Result<(), String> {
+    if t.dim > MAX_DIM {
+        return Err(format!(
+            "the tensor filter's int32 sums are exact for D <= {MAX_DIM}; this table has D = {}",
+            t.dim
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_cover_the_row_with_room_for_127() {
+        for &m in &[1.0f64, 0.5, 0.75, 127.0 / 128.0, 3.0e-33, 1.0e30] {
+            let e = slice_exponent(m);
+            let s = 2f64.powi(e);
+            assert!(m * 128.0 / 127.0 <= s, "{m}: 2^{e}");
+            assert!(m * 128.0 / 127.0 > s / 2.0, "{m}: 2^{e} is not the smallest");
+        }
+    }
+
+    #[test]
+    fn slices_reconstruct_the_row_with_a_small_remainder() {
+        let x = [0.5f32, -0.25, 1.0e-3, 0.3333333, -0.9999999, 0.0, 1.2e-30];
+        let s = slice(&x);
+        let scale = 2f64.powi(s.exponent);
+        for (d, &v) in x.iter().enumerate() {
+            let mut approx = 0f64;
+            for k in 0..SLICES {
+                let q = s.slices[k][d];
+                assert!(if k == 0 { q.unsigned_abs() <= 127 } else { q.unsigned_abs() <= 64 }, "slice {k}: {q}");
+                approx += q as f64 * 2f64.powi(-7 * (k as i32 + 1));
+            }
+            let rem = v as f64 - approx * scale;
+            assert!(rem.abs() <= scale * 2f64.powi(-7 * SLICES as i32 - 1), "d {d}: remainder {rem}");
+        }
+        assert!(s.remainder_norm <= scale * 2f64.powi(-22) * (x.len() as f64).sqrt());
+    }
+
+    #[test]
+    fn packed_slices_are_little_endian_bytes_of_each_row() -> std::result::Result<(), String> {
+        let data = vec![0.5f32, -0.25, 0.125, 1.0, 0.0, 0.75];
+        let t = Table::from_rows("t", 2, 3, data, None).map_err(|e| e.to_string())?;
+        let norms = super::super::gram::row_norm_bounds(&t);
+        let ts = table_slices(&t, &norms);
+        assert_eq!((ts.words, ts.item_rows), (8, 16));
+        let row0 = slice(t.row(0));
+        let want = (row0.slices[0][0] as u8 as u32) | (row0.slices[0][1] as u8 as u32) << 8 | (row0.slices[0][2] as u8 as u32) << 16;
+        assert_eq!(ts.packed[0], want);
+        assert!(ts.factors[0] >= 1.0 && ts.factors[0] < 1.0 + 1e-6, "P = {}", ts.factors[0]);
+        Ok(())
+    }
+}

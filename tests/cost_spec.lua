@@ -1,0 +1,127 @@
+-- The cost model --method auto weighs (lua/divgpu/cost.lua) on simulated
+-- devices and budgets, and the rates it is fed (lua/divgpu/rates.lua): measured
+-- on lavapipe, cached, and a table where the cache cannot be written.
+local cost = require "divgpu.cost"
+local h = require "tests.helpers"
+
+local H200 = { name = "a simulated H200", memory = 140e9, gram_ok = true,
+               rates = { f32_chain = 32e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, source = "a test" } }
+local LAVAPIPE = { name = "a simulated lavapipe", memory = 24e9, gram_ok = true,
+                   rates = { f32_chain = 1e8, f64_fma = 1e9, copy = 1e10, dispatch = 2e-4, source = "a test" } }
+
+local function job(n, dim, sequences, length) return { n = n, dim = dim, sequences = sequences, length = length } end
+
+describe("cost: auto's choice by estimated seconds", function()
+    it("2 sequences x 3 steps on a 20,000 x 4 table run direct, not a 1.5 GiB G", function()
+        for _, device in ipairs{ H200, LAVAPIPE } do
+            local c = cost.choose(job(20000, 4, 2, 3), device)
+            assert.are.equal("direct", c.method, c.why)
+            assert(c.estimates.gram > c.estimates[c.shape], c.why)
+        end
+    end)
+
+    it("the seed batch in full runs gram; its estimates are printed for every method", function()
+        local c = cost.choose(job(8359, 768, 3584, 8359), H200)
+        assert.are.equal("gram", c.method, c.why)
+        for _, k in ipairs{ "gram", "gemm", "baseline" } do assert.truthy(c.why:find(k .. " "), c.why) end
+    end)
+
+    it("past the memory G needs, direct, and it says why", function()
+        local c = cost.choose(job(262144, 768, 4096, 257), H200)
+        assert.are.equal("direct", c.method)
+        assert.are.equal("gemm", c.shape)
+        assert.truthy(c.why:find("no gram: G %(262144 x 262144 f32%)"), c.why)
+    end)
+
+    it("where the tensor filter can run at a tensor-core rate, 262,144 items pick it; without that rate, gemm", function()
+        local tc = { name = "a simulated H200 with tensor cores", memory = 140e9, gram_ok = true, tensor_ok = true,
+                     rates = { f32_chain = 32e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 2.9e14 } }
+        local c = cost.choose(job(262144, 768, 4096, 257), tc)
+        assert.are.equal("tensor", c.method, c.why)
+        assert(c.estimates.tensor < c.estimates.gemm, c.why)
+        tc.rates.int8_mac = nil
+        assert.are.equal("direct", cost.choose(job(262144, 768, 4096, 257), tc).method)
+    end)
+
+    it("a budget too small for G, or a device without gram, runs direct", function()
+        local small = { name = "small", memory = 1e8, gram_ok = true, rates = H200.rates }
+        assert.are.equal("direct", cost.choose(job(8359, 768, 3584, 8359), small).method)
+        local nogram = { name = "no bda", memory = 140e9, gram_ok = false, why_not = "lacks bufferDeviceAddress", rates = H200.rates }
+        local c = cost.choose(job(8359, 768, 3584, 8359), nogram)
+        assert.are.equal("direct", c.method)
+        assert.truthy(c.why:find("lacks bufferDeviceAddress"), c.why)
+    end)
+
+    it("twin: with G's build made free the tiny job would pick gram, so the build's cost decides", function()
+        local free = { name = "free build", memory = 140e9, gram_ok = true,
+                       rates = { f32_chain = 32e12, f64_fma = 1e30, copy = 1e30, dispatch = 0, source = "a test" } }
+        assert.are.equal("gram", cost.choose(job(20000, 4, 2, 3), free).method)
+    end)
+end)
+
+describe("rates: measured once per device and driver, cached, or a table", function()
+    local rates = require "divgpu.rates"
+    local function fresh_context()
+        -- A context of its own: rates.of remembers each context's figures.
+        return require("divgpu.vk_compute").open{ device = os.getenv("DIVGPU_DEVICE") }
+    end
+
+    it("measures on lavapipe and keeps the figures in the cache folder", function()
+        local dir = h.tmpdir()
+        local saved = os.getenv("XDG_CACHE_HOME")
+        local ffi = require "ffi"
+        pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
+        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
+        local ok, err = pcall(function()
+            local r = rates.of(fresh_context())
+            for _, k in ipairs{ "f32_chain", "f64_fma", "copy", "dispatch" } do assert(r[k] > 0, k) end
+            assert.truthy(r.source:find("a measurement, kept in " .. dir, 1, true), r.source)
+            local again = rates.of(fresh_context())
+            assert.truthy(again.source:find("the cache", 1, true), again.source)
+            assert(math.abs(again.f32_chain / r.f32_chain - 1) < 1e-12, "the cache kept another rate")
+        end)
+        ffi.C.setenv("XDG_CACHE_HOME", saved or "", 1)
+        os.execute("rm -rf '" .. dir .. "'")
+        assert(ok, err)
+    end)
+
+    it("a cache folder that cannot be written gives the table, saying so", function()
+        local dir = h.tmpdir()
+        local saved = os.getenv("XDG_CACHE_HOME")
+        local ffi = require "ffi"
+        local blocker = dir .. "/a-file"
+        local f = assert(io.open(blocker, "w"))
+        f:close()
+        ffi.C.setenv("XDG_CACHE_HOME", blocker, 1)  -- a folder under a regular file cannot be made, even by root
+        local ok, err = pcall(function()
+            local r = rates.of(fresh_context())
+            assert.truthy(r.source:find("the table of known devices", 1, true), r.source)
+            assert.truthy(r.source:find("cannot be written", 1, true), r.source)
+            assert.are.equal(rates.KNOWN.llvmpipe.f32_chain, r.f32_chain)
+        end)
+        ffi.C.setenv("XDG_CACHE_HOME", saved or "", 1)
+        os.execute("rm -rf '" .. dir .. "'")
+        assert(ok, err)
+    end)
+
+    it("twin: a cache entry that is not rates is measured again", function()
+        local dir = h.tmpdir()
+        local saved = os.getenv("XDG_CACHE_HOME")
+        local ffi = require "ffi"
+        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
+        local ok, err = pcall(function()
+            local ctx = fresh_context()
+            os.execute("mkdir -p '" .. dir .. "/divgpu/rates'")
+            local f = assert(io.open(string.format("%s/divgpu/rates/%s-%s.json", dir, ctx.info.device_uuid,
+                tostring(ctx.info.driver_version)), "w"))
+            f:write('{"f32_chain": -1}')
+            f:close()
+            local r = rates.of(ctx)
+            assert.truthy(r.source:find("a measurement", 1, true), r.source)
+            assert(r.f32_chain > 0)
+        end)
+        ffi.C.setenv("XDG_CACHE_HOME", saved or "", 1)
+        os.execute("rm -rf '" .. dir .. "'")
+        assert(ok, err)
+    end)
+end)

@@ -1,0 +1,101 @@
+-- The direct method as an exact GEMM (shape gemm: shaders/gemm.comp,
+-- lua/divgpu/methods/direct_gemm.lua), run through the driver as a user
+-- runs it, against the CPU mirror, bit for bit, and the twins that must fail.
+local divgpu = require "divgpu"
+local driver = require "divgpu.driver"
+local direct = require "divgpu.methods.direct"
+local h = require "tests.helpers"
+
+local function run(e, starts, length, opts, run_opts)
+    opts = opts or {}
+    local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "direct", shape = "gemm",
+                   layout = opts.layout, gemm_tiling = opts.tiling, gemm_defines = opts.defines }
+    for k, v in pairs(run_opts or {}) do args[k] = v end
+    local out, stats = assert(driver.run(args))
+    return out, stats
+end
+
+local function assert_identical(e, starts, length, opts, run_opts)
+    local gpu, stats = run(e, starts, length, opts, run_opts)
+    local d = divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length)
+    assert(d == nil, h.describe_difference(d))
+    return stats
+end
+
+local function assert_differs(e, starts, length, opts)
+    local gpu = run(e, starts, length, opts)
+    assert.is_not_nil(divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length),
+        "the perturbed variant gave the contract's output: the check is vacuous")
+end
+
+--- Values that are multiples of 1/8 in [-1, 1]: scores tie exactly.
+local function ties_table(n, dim)
+    local rows, seed = {}, 4242
+    for j = 1, n do
+        local row = {}
+        for d = 1, dim do
+            seed = (seed * 1103515245 + 12345) % 2147483648
+            row[d] = (seed % 17 - 8) / 8
+        end
+        if row[1] == 0 then row[1] = 0.125 * (1 + j % 3) end
+        rows[j] = row
+    end
+    return h.load_rows(rows)
+end
+
+local function near_ties() return assert(divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }) end
+
+describe("gemm (the direct method as an exact GEMM) vs CPU mirror", function()
+    teardown(h.assert_no_validation_messages)
+
+    it("the first 120 shipped poems, 24 starts in full, both layouts", function()
+        local e = h.shipped_head(120)
+        assert_identical(e, h.range(0, 24), 120, { layout = "columns" })
+        assert_identical(e, h.range(96, 120), 120, { layout = "rows" })
+    end)
+
+    it("N, D and the sequences not multiples of any tile (301 x 37, 19 sequences)", function()
+        local e = assert(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 })
+        assert_identical(e, h.range(0, 19), 301)
+    end)
+
+    it("D = 1, odd D, a tiling of other sizes", function()
+        assert_identical(assert(divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 }), h.range(0, 50), 50)
+        assert_identical(assert(divgpu.synth{ n = 200, dim = 7, clusters = 8, seed = 307 }), h.range(0, 33), 200,
+            { tiling = { wx = 4, wy = 8, rows = 4, columns = 1, slice = 4 } })
+    end)
+
+    it("exact score ties go to the smallest index", function()
+        assert_identical(ties_table(200, 5), h.range(0, 40), 200)
+    end)
+
+    it("near-ties, and chunks with two submissions in flight", function()
+        local stats = assert_identical(near_ties(), h.range(0, 32), 300, nil, { ring = 8, in_flight = 2 })
+        assert(stats.chunks > 2, "expected many chunks, got " .. stats.chunks)
+    end)
+
+    it("twin: an unfused chain is caught", function()
+        assert_differs(near_ties(), h.range(0, 32), 300, { defines = { DIVGPU_PERTURB = 1 } })
+    end)
+
+    it("twin: a centroid rounded through half precision is caught", function()
+        assert_differs(near_ties(), h.range(0, 32), 300, { defines = { DIVGPU_PERTURB = 2 } })
+    end)
+
+    it("twin: ties broken towards the larger index are caught", function()
+        assert_differs(ties_table(200, 5), h.range(0, 40), 200, { defines = { DIVGPU_PERTURB = 3 } })
+    end)
+
+    it("twin: a tile of candidates forgotten in the append is caught", function()
+        assert_differs(assert(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 }), h.range(0, 19), 301,
+            { defines = { DIVGPU_GEMM_PERTURB = 1 } })
+    end)
+
+    it("refuses a tiling the shader cannot take", function()
+        local line = debug.getinfo(1, "l").currentline + 1
+        local ok, err = pcall(function() local j = direct.job(h.ctx(), near_ties(), { shape = "gemm", tiling = { wx = 8, wy = 8, rows = 3, columns = 2, slice = 8 } }) return j end)
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("must be 1, 2, 4 or 8"), tostring(err))
+        assert.truthy(tostring(err):find("gemm_spec.lua:" .. line, 1, true), "raised elsewhere than at the call: " .. tostring(err))
+    end)
+end)

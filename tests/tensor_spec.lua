@@ -1,0 +1,114 @@
+-- The tensor filter (method tensor: shaders/tensor.comp, the proof
+-- shaders/tensor.md), run through the driver as a user runs it, against the
+-- CPU mirror, bit for bit; its bound checked directly by the
+-- instrumented build; the twins that must fail.
+local divgpu = require "divgpu"
+local driver = require "divgpu.driver"
+local tensor = require "divgpu.methods.tensor"
+local h = require "tests.helpers"
+
+local function run(e, starts, length, opts, run_opts)
+    opts = opts or {}
+    local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "tensor",
+                   tensor_defines = opts.defines, window_capacity = opts.window_capacity }
+    for k, v in pairs(run_opts or {}) do args[k] = v end
+    return assert(driver.run(args))
+end
+
+local function assert_identical(e, starts, length, opts, run_opts)
+    local gpu, stats = run(e, starts, length, opts, run_opts)
+    local d = divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length)
+    assert(d == nil, h.describe_difference(d))
+    assert.are.equal("tensor", stats.method)
+    return stats
+end
+
+local function assert_differs(e, starts, length, opts)
+    local gpu = run(e, starts, length, opts)
+    assert.is_not_nil(divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length),
+        "the perturbed variant gave the contract's output: the check is vacuous")
+end
+
+--- The instrumented build: max |exact - approx| / bound over every candidate-step.
+local function max_ratio(e, starts, length, scale)
+    local _, stats = run(e, starts, length, { defines = { DIVGPU_TENSOR_CHECK = 1, DIVGPU_BOUND_SCALE = scale or "1.0lf" } })
+    return stats.tensor.max_ratio
+end
+
+local function ties_table(n, dim)
+    local rows, seed = {}, 777
+    for j = 1, n do
+        local row = {}
+        for d = 1, dim do
+            seed = (seed * 1103515245 + 12345) % 2147483648
+            row[d] = (seed % 17 - 8) / 8
+        end
+        if row[1] == 0 then row[1] = 0.125 * (1 + j % 3) end
+        rows[j] = row
+    end
+    return h.load_rows(rows)
+end
+
+local function near_ties() return assert(divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }) end
+
+local TABLES = {
+    { "near-ties (windows of dozens)", near_ties, 16, 300 },
+    { "N = 301, D = 37: not multiples of any tile", function() return assert(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 }) end, 19, 301 },
+    { "odd D", function() return assert(divgpu.synth{ n = 200, dim = 7, clusters = 8, seed = 307 }) end, 24, 200 },
+    { "the first 120 shipped poems (not certified: the exact underflow path where denormals are not kept)",
+      function() return h.shipped_head(120) end, 12, 120 },
+}
+
+describe("tensor filter vs CPU mirror", function()
+    teardown(h.assert_no_validation_messages)
+
+    for _, c in ipairs(TABLES) do
+        local name, make, sequences, length = c[1], c[2], c[3], c[4]
+        it(name .. ": identical; the bound holds, and its 1% twin fails", function()
+            local e = make()
+            assert_identical(e, h.range(0, sequences), length)
+            local probe = h.range(0, math.min(sequences, 8))
+            local ratio = max_ratio(e, probe, math.min(length, 40))
+            assert(ratio > 0 and ratio <= 1, "max |exact - approx| / bound = " .. ratio)
+            local shrunk = max_ratio(e, probe, math.min(length, 40), "0.01lf")
+            assert(shrunk > 1, "a bound shrunk to 1% was not caught: ratio " .. shrunk)
+        end)
+    end
+
+    it("D = 1 (a centroid of zero takes the exact scan) and exact score ties: identical", function()
+        local stats = assert_identical(assert(divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 }), h.range(0, 50), 50)
+        assert(stats.tensor.fallbacks > 0, "no step took the exact scan")
+        assert_identical(ties_table(200, 5), h.range(0, 40), 200)
+    end)
+
+    it("windows over a capacity of 4 fall back to a full scan, two submissions in flight: identical", function()
+        local stats = assert_identical(near_ties(), h.range(0, 8), 300, { window_capacity = 4 }, { ring = 8, in_flight = 2 })
+        assert(stats.tensor.fallbacks > 0, "no fallback ran")
+        assert(stats.chunks > 2, "expected many chunks, got " .. stats.chunks)
+    end)
+
+    it("twin: trusting the approximation without exact rescoring is caught", function()
+        assert_differs(near_ties(), h.range(0, 16), 300, { defines = { DIVGPU_TENSOR_PERTURB = 1 } })
+    end)
+
+    it("twin: the third slices dropped from the products are caught", function()
+        assert_differs(near_ties(), h.range(0, 16), 300, { defines = { DIVGPU_TENSOR_PERTURB = 2 } })
+    end)
+
+    it("twin: ties broken towards the larger index are caught", function()
+        assert_differs(ties_table(200, 5), h.range(0, 40), 200, { defines = { DIVGPU_PERTURB = 3 } })
+    end)
+
+    it("twin: an unfused chain in the rescoring is caught", function()
+        assert_differs(near_ties(), h.range(0, 16), 300, { defines = { DIVGPU_PERTURB = 1 } })
+    end)
+end)
+
+describe("tensor filter on tensor cores", function()
+    it("a device without int8 cooperative matrices refuses the coopmat path in one line (lavapipe has none)", function()
+        assert.is_false(tensor.has_coopmat(h.ctx()))
+        local ok, err = pcall(tensor.job, h.ctx(), assert(divgpu.synth{ n = 40, dim = 8, clusters = 4, seed = 2 }), { coopmat = true })
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("has no int8 16 x 16 x 32 cooperative matrices"), tostring(err))
+    end)
+end)
