@@ -1,5 +1,7 @@
 # divgpu: `make run` computes the diversity cache of the shipped poems;
-# `make test` runs every test. Both install what is missing first.
+# `make test` runs every test. Both install the Debian packages that are
+# missing first (`make deps`, through sudo when not root); `make build` (and
+# so `luarocks make` and `make install`) never installs system packages.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
@@ -11,15 +13,18 @@ export CARGO_TARGET_DIR
 EMBEDDINGS ?= assets/embeddings/all-MiniLM-L6-v2/embeddings.json
 CACHE ?= diversity_cache.json
 
-# Debian 12 packages: LuaJIT and its libraries, the Vulkan loader, Mesa's CPU
-# Vulkan driver (lavapipe) and validation layer, and what shaderc's
-# from-source build needs.
+# Debian 12 packages (`make deps` installs the missing ones): LuaJIT and its
+# libraries, the Vulkan loader, Mesa's CPU Vulkan driver (lavapipe) and
+# validation layer, and what shaderc's from-source build needs.
 APT_PACKAGES := luajit lua-argparse lua-busted lua-dkjson libvulkan1 mesa-vulkan-drivers \
 	vulkan-validationlayers cmake ninja-build g++ python3 pkg-config git fonts-dejavu-core
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all run test deps build check-cargo clean fuzz build/fault/divgpu.so test-cluster
+
+# Prerequisites in the order written: `deps` finishes before `build` starts.
+.NOTPARALLEL:
 
 all: build
 
@@ -36,13 +41,13 @@ deps: .deps-stamp
 check-cargo:
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust >= 1.80 with rustup (Debian 12's cargo is too old)" >&2; exit 1; }
 
-build: deps check-cargo
-	cargo build --release --locked
+build: check-cargo
+	@cargo build --release --locked || { echo "cargo build failed; if a tool is missing (cmake, ninja, g++, python3, git), 'make deps' installs it on Debian 12" >&2; exit 1; }
 	@mkdir -p build
 	@# Copy then rename: a running divgpu keeps its mapping of the old file.
 	@cp -f "$(CARGO_TARGET_DIR)/release/libdivgpu.so" build/divgpu.so.new && mv -f build/divgpu.so.new build/divgpu.so
 
-run: build
+run: deps build
 	bin/divgpu run --embeddings $(EMBEDDINGS) --out $(CACHE)
 
 # The fault-injection variant (tests only: divgpu.inject_fault) goes to
@@ -55,12 +60,13 @@ build/fault/divgpu.so: build
 	@# Put the shipped variant back where `make build` copies it from.
 	cargo build --release --locked
 
-test: build build/fault/divgpu.so
+test: deps build build/fault/divgpu.so
 	cargo test --release --locked --no-default-features --features gpu,plot --lib
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua --run=faults
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua --run=faults tests/write_faults_spec.lua
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
+	DIVGPU_VALIDATION=1 tests/habits_test.sh
 	DIVGPU_VALIDATION=1 tests/safe_write_test.sh
 	DIVGPU_VALIDATION=1 tests/soak_test.sh
 	DIVGPU_VALIDATION=1 tests/install_test.sh
@@ -72,7 +78,7 @@ test: build build/fault/divgpu.so
 # A single-node Slurm on localhost runs a sharded job (a four-task array, then
 # the merge) through deploy/slurm/ and checks the merged cache against a single
 # run; tests/slurm_test.sh installs slurm-wlm and munge when missing.
-test-cluster: build
+test-cluster: deps build
 	DIVGPU_VALIDATION=1 tests/slurm_test.sh
 
 # The coverage-guided fuzzers (cargo-fuzz, libFuzzer; nightly Rust), one

@@ -25,11 +25,29 @@ description = {
    ]],
    license = "MIT",
 }
--- Also needed, from Debian (the Makefile's deps target installs them):
--- luajit, lua-argparse, lua-dkjson, libvulkan1 and a Vulkan driver; cargo
--- >= 1.80 (rustup) to build.
+-- What the Lua side requires: LuaJIT 2.1 (the language is Lua 5.1; the
+-- native module is built by mlua for LuaJIT 2.1, and LuaRocks provides a
+-- `luajit` rock of its interpreter's version when that is LuaJIT, from
+-- rockspec format 3.0), argparse (the CLI's grammar: command_target needs
+-- 0.6) and dkjson (JSON lines, bench --json). Installed from Debian (`make
+-- deps`: lua-argparse, lua-dkjson), they are files LuaRocks does not see:
+-- tell it with rocks_provided in its config (docs/install.md). Also needed,
+-- and no rocks: the Vulkan loader and a Vulkan driver at run time, cargo >=
+-- 1.80 (rustup) and cmake, ninja, g++ to build; `make build` installs none.
 dependencies = {
-   "lua ~> 5.1",
+   "lua == 5.1",
+   "luajit >= 2.1.0-beta3",
+   "argparse >= 0.6",
+   "dkjson >= 2.5",
+}
+-- `luarocks test`: every test, through the Makefile (busted specs on
+-- lavapipe with the validation layer, the shell tests).
+test_dependencies = {
+   "busted >= 2.0",
+}
+test = {
+   type = "command",
+   command = "make test",
 }
 -- luarocks warns that CFLAGS is not passed in build_variables: cargo does
 -- not read it, and a changed compiler environment could make cargo rebuild.

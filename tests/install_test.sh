@@ -22,8 +22,9 @@ if ! command -v luarocks >/dev/null; then
     echo "installing: luarocks"
     $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luarocks >/dev/null
 fi
-# divgpu is a LuaJIT (Lua 5.1) module; Debian's luarocks may default to 5.2.
-luarocks=(luarocks --lua-version=5.1)
+# The rockspec's Lua dependencies are Debian's packages here, never fetched.
+source tests/luarocks_debian.sh
+debian_luarocks "$tmp/luarocks-config.lua" "$tmp/no-rocks" argparse=lua-argparse dkjson=lua-dkjson
 
 prefix=$tmp/prefix tree=$tmp/tree work=$tmp/elsewhere
 mkdir -p "$work"

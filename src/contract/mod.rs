@@ -1,7 +1,7 @@
 //! The contract (docs/contract.md) on the host: tables and their validation,
 //! `inv_norm`, FP16 conversion, synthetic data, the CPU mirror, the cache
 //! file, the checkpoint of an interrupted run and the parts of a sharded run
-//! (split and merge). Nothing here needs a GPU.
+//! (split and merge), starts from a file or a seeded sample. Nothing here needs a GPU.
 pub mod atomic;
 pub mod cache;
 pub mod checkpoint;
@@ -14,6 +14,7 @@ pub mod npy;
 pub mod npy_header;
 pub mod safe_write;
 pub mod shard;
+pub mod starts;
 pub mod subnormal;
 pub mod synth;
 pub mod tensor;

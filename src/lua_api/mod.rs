@@ -21,6 +21,7 @@ mod plot;
 mod process;
 mod recorder;
 mod shaders;
+mod starts;
 mod tensor;
 mod testing;
 
@@ -75,6 +76,7 @@ fn build(lua: &Lua) -> mlua::Result<(LuaTable, LuaTable)> {
     raw.set("shaders", shaders::table(lua)?)?;
     let file_table = files::table(lua)?;
     caches::register(lua, &file_table)?;
+    starts::register(lua, &file_table)?;
     raw.set("files", file_table)?;
     let job_table = jobs::table(lua)?;
     tensor::register(lua, &job_table)?;

@@ -227,6 +227,9 @@ local function measure(a, configs, run, starts, length, check)
         -- frames in flight remove: such a pair is compared by wall clock.
         c.timed_by = c.in_flight ~= first.in_flight and "wall" or "gpu"
     end
+    -- The pairs done: a line redrawn on a terminal, plain lines in a log (--json: none).
+    local show, finish = report.progress(a.json, { unit = "pairs" })
+    local t0 = divgpu.clock.now()
     for p = 1, pairs_n do
         -- Alternate the order within each pair so drift does not favour one side.
         for k = 1, #configs do
@@ -241,9 +244,9 @@ local function measure(a, configs, run, starts, length, check)
             c.ratio[p] = theirs / mine  -- speed-up over the first
             if mine < theirs then c.wins = c.wins + 1 end
         end
-        if not a.json then io_stderr:write(string_format("\rpair %d/%d", p, pairs_n)) io_stderr:flush() end
+        show{ done = p, total = pairs_n, elapsed = divgpu.clock.now() - t0 }
     end
-    if not a.json then io_stderr:write("\r\27[K") end
+    finish()
     return pairs_n
 end
 

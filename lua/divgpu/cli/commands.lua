@@ -33,7 +33,7 @@ function _M.verify(a)
     if count == 0 then fail("%s has no sequences: there is nothing to verify", a.cache) end
     if a.sequences then count = min(count, options.positive_integer(a.sequences, "--sequences")) end
     local L = cache.length
-    local show, finish = report.progress(a.quiet)
+    local show, finish = report.progress(a.quiet, options.progress_how(a))
     local t0 = divgpu.clock.now()
     local step = 64
     for first = 0, count - 1, step do

@@ -15,6 +15,7 @@ local divgpu = require "divgpu"
 local failure = require "divgpu.failure"
 local methods = require "divgpu.methods"
 local direct = require "divgpu.methods.direct"
+local report = require "divgpu.cli.report"
 
 local string_format = string.format
 local tostring, tonumber, ipairs, select, type, unpack = tostring, tonumber, ipairs, select, type, unpack
@@ -93,12 +94,41 @@ function _M.tiled(shape)
     return d ~= nil and d.needs_tile == true
 end
 
---- --starts' syntax, before the table (and so its size) is known.
+--- A path given on the command line is valid UTF-8 (divgpu's files are
+--- named in UTF-8; any other bytes are refused here, shown escaped).
+local function check_path(path, option)
+    if not divgpu.files.is_utf8(path) then
+        local shown = path:gsub("[\128-\255]", function(c) return string_format("\\x%02x", c:byte()) end)
+        fail("%s '%s': the path is not valid UTF-8 (divgpu reads and writes UTF-8 paths only)", option, shown)
+    end
+end
+
+--- --starts sample:K:SEED -> K, SEED; nil for another --starts.
+local function sample_spec(spec)
+    if not spec:find("^sample:") then return nil end
+    local k, seed = spec:match("^sample:(%d+):(%d+)$")
+    if not k then
+        fail("--starts '%s': expected sample:K:SEED (K distinct starts chosen by a generator seeded with SEED)", spec)
+    end
+    k, seed = tonumber(k), tonumber(seed)
+    if k < 1 or k > MAX_INTEGER then fail("--starts '%s': K is out of range: 1..%d", spec, MAX_INTEGER) end
+    if seed > MAX_INTEGER then fail("--starts '%s': SEED is out of range: 0..%d", spec, MAX_INTEGER) end
+    return k, seed
+end
+
+--- --starts' syntax, before the table (and so its size) is known: the file
+--- of --starts @FILE is read once the table is.
 local function check_starts_syntax(spec)
     if spec == nil then return end
+    local file = spec:match("^@(.*)$")
+    if file then
+        if file == "" then fail("--starts @FILE: name the file (one item index a line)") end
+        return check_path(file, "--starts")
+    end
+    if sample_spec(spec) then return end
     if spec:find(":") then
         if not spec:match("^%s*%d+%s*:%s*%d+%s*$") then
-            fail("--starts '%s': expected A:B (half-open range) or a list i,j,k", spec)
+            fail("--starts '%s': expected A:B (half-open range), a list i,j,k, @FILE or sample:K:SEED", spec)
         end
         return
     end
@@ -108,12 +138,21 @@ local function check_starts_syntax(spec)
     end
 end
 
---- Parses --starts: "A:B" (half-open, A <= s < B) or "i,j,k"; nil -> all.
+--- Parses --starts: "A:B" (half-open, A <= s < B), "i,j,k", "@FILE" (one
+--- index a line) or "sample:K:SEED" (docs/cli.md#starts); nil -> all.
 function _M.parse_starts(spec, n)
     local list = {}
     check_starts_syntax(spec)
     if spec == nil then
         for s = 0, n - 1 do list[#list + 1] = s end
+    elseif spec:find("^@") then
+        local starts, err = divgpu.files.read_starts(spec:sub(2), n)
+        if not starts then fail("--starts: %s", err) end
+        return starts
+    elseif sample_spec(spec) then
+        local k, seed = sample_spec(spec)
+        if k > n then fail("--starts %s: K = %d is more than the table's %d items", spec, k, n) end
+        return divgpu.files.sample_starts(n, k, seed)
     elseif spec:find(":") then
         local a, b = spec:match("^%s*(%d+)%s*:%s*(%d+)%s*$")
         a, b = tonumber(a), tonumber(b)
@@ -149,7 +188,11 @@ end
 local function check_shard(spec, starts)
     local _, n = parse_shard(spec)
     local m
-    if starts and starts:find(":") then
+    if starts and starts:find("^@") then
+        m = nil  -- the file's count is known once it is read (shard_starts checks it)
+    elseif starts and sample_spec(starts) then
+        m = sample_spec(starts)
+    elseif starts and starts:find(":") then
         local a, b = starts:match("^%s*(%d+)%s*:%s*(%d+)%s*$")
         m = tonumber(b) - tonumber(a)
     elseif starts then
@@ -189,15 +232,6 @@ function _M.device_entries(value)
     return list
 end
 
---- A path given on the command line is valid UTF-8 (divgpu's files are
---- named in UTF-8; any other bytes are refused here, shown escaped).
-local function check_path(path, option)
-    if not divgpu.files.is_utf8(path) then
-        local shown = path:gsub("[\128-\255]", function(c) return string_format("\\x%02x", c:byte()) end)
-        fail("%s '%s': the path is not valid UTF-8 (divgpu reads and writes UTF-8 paths only)", option, shown)
-    end
-end
-
 --- Every output checked before any work (contract::safe_write): a folder,
 --- FIFO or device refused, its folder present and writable, no output the
 --- same file as an input or as another output. outputs and inputs are lists
@@ -218,6 +252,22 @@ end
 local function in_words(list)
     if #list <= 1 then return list[1] or "" end
     return concat(list, ", ", 1, #list - 1) .. " and " .. list[#list]
+end
+
+--- --progress and --progress-interval; both say how progress is shown, which
+--- --quiet turns off.
+local function check_progress(a)
+    if a.progress then _M.check_choice(a.progress, report.PROGRESS_FORMATS, "--progress") end
+    if a.progress_interval then positive_number(a.progress_interval, "--progress-interval") end
+    if a.quiet and (a.progress or a.progress_interval) then
+        fail("%s does not apply with --quiet, which shows no progress", a.progress and "--progress" or "--progress-interval")
+    end
+end
+
+--- How report.progress shows a command's progress (`resumed`: sequences an
+--- earlier run did).
+function _M.progress_how(a, resumed)
+    return { format = a.progress, interval = a.progress_interval and tonumber(a.progress_interval), resumed = resumed }
 end
 
 --- The direct shapes that need a tile.
@@ -271,11 +321,12 @@ end
 --- The inputs `run` reads: the table, and for fp16 the two files beside it.
 local function run_inputs(a)
     local inputs = { { "--embeddings", a.embeddings } }
+    if a.starts and a.starts:find("^@") then inputs[#inputs + 1] = { "--starts", a.starts:sub(2) } end
     if a.precision == "fp16" then
         check_path(a.embeddings, "--embeddings")
         local dir = a.embeddings:match("^(.*)/[^/]*$") or "."
-        inputs[2] = { "--embeddings' embeddings_fp16.bin", dir .. "/embeddings_fp16.bin" }
-        inputs[3] = { "--embeddings' embeddings_fp16.meta.json", dir .. "/embeddings_fp16.meta.json" }
+        inputs[#inputs + 1] = { "--embeddings' embeddings_fp16.bin", dir .. "/embeddings_fp16.bin" }
+        inputs[#inputs + 1] = { "--embeddings' embeddings_fp16.meta.json", dir .. "/embeddings_fp16.meta.json" }
     end
     return inputs
 end
@@ -311,6 +362,7 @@ local function validate_run(a)
     -- A tile is a 32-bit push constant.
     if a.tile_size ~= nil and a.tile_size ~= "auto" then _M.positive_integer(a.tile_size, "--tile-size", 4294967295) end
     check_starts_syntax(a.starts)
+    check_progress(a)
     _M.device_entries(a.device)
     if a.shard then check_shard(a.shard, a.starts) end
     check_method_options(a)
@@ -356,6 +408,7 @@ _M.validators = {
     ["convert-fp16"] = function(a) check_path(a.embeddings, "convert-fp16") end,
     verify = function(a)
         optional(_M.positive_integer, a.sequences, "--sequences")
+        check_progress(a)
         check_path(a.cache, "--cache")
         check_path(a.embeddings, "--embeddings")
     end,
@@ -374,6 +427,15 @@ _M.validators = {
     end,
 }
 
+--- The options of how progress is shown (run, verify).
+function _M.progress_options(command)
+    command:option("--progress", "How progress is shown on stderr: auto (a line redrawn in place on a terminal, "
+        .. "plain lines elsewhere), plain (a line every --progress-interval seconds) or json (a JSON line as often; "
+        .. "docs/cli.md#progress). Default: auto.")
+    command:option("--progress-interval", "Seconds between progress lines in a log (plain, json, or auto off a "
+        .. "terminal); more than 0. Default: " .. report.PROGRESS_INTERVAL .. ".")
+end
+
 local function run_command(p)
     local run = p:command("run", "Compute the diversity sequences and write the cache (docs/formats.md#cache-file).")
     run:epilog("Each finished batch is committed to OUT.checkpoint/ beside the output. Ctrl-C (SIGINT) or "
@@ -384,7 +446,9 @@ local function run_command(p)
     run:option("--embeddings", "embeddings.json to read." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
     run:option("--out", "Cache to write (atomically; a link is written through), held by OUT.lock while the run lasts; "
         .. "- streams it to standard output (no checkpoint).", "diversity_cache.json")
-    run:option("--starts", "Starting items: A:B (A <= s < B) or i,j,k. Default: every item.")
+    run:option("--starts", "Starting items: A:B (A <= s < B), i,j,k, @FILE (one index a line) or sample:K:SEED "
+        .. "(K distinct items chosen by a seeded generator, the same on every machine, in ascending order; "
+        .. "docs/cli.md#starts). Default: every item.")
     run:option("--shard", "I/N: run only part I of N of the starts (I is 0-based: 0 <= I < N; N <= the number of "
         .. "starts), the contiguous block of positions floor(I*M/N) .. floor((I+1)*M/N)-1 of the M starts; the cache "
         .. "is a part for 'divgpu merge'.")
@@ -416,6 +480,7 @@ local function run_command(p)
     run:flag("--restart", "Discard OUT.checkpoint/ (what an interrupted run of another job left) "
         .. "instead of refusing it. A checkpoint of this same job is resumed without it.")
     run:flag("--quiet", "No progress or summary on stderr.")
+    _M.progress_options(run)
     run:option("--stats", "Write per-chunk figures (steps, speed, GPU time; gram: windows, fallbacks) to this "
         .. "file as JSON lines (docs/formats.md#stats-file), streamed to a temporary beside it and renamed at the end.")
 end
@@ -429,6 +494,7 @@ local function file_commands(p)
     verify:option("--cache", "Cache to check.", "diversity_cache.json")
     verify:option("--sequences", "Check only the first K sequences. Default: all.")
     verify:flag("--quiet", "No progress on stderr.")
+    _M.progress_options(verify)
 
     local merge = p:command("merge", "Check the parts of a sharded run (run --shard I/N) and merge them into one "
         .. "cache, byte-identical to the unsharded run's.")

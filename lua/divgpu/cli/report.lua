@@ -1,15 +1,17 @@
--- What the command line tells the user: progress on a terminal, the run's
--- summary lines on stderr, results on stdout (a failed write is an error,
--- not a silent loss), and errors as one line without divgpu's Lua file and
--- line.
+-- What the command line tells the user: progress (a live line on a terminal,
+-- plain or JSON lines in a log), the run's summary lines on stderr, results
+-- on stdout (a failed write is an error, not a silent loss), and errors as
+-- one line without divgpu's Lua file and line.
 --
 --   local report = require "divgpu.cli.report"
---   local show, finish = report.progress(quiet, resumed)   -- driver.run's on_progress
+--   local show, finish = report.progress(quiet, { resumed = n, format = "auto", interval = 10 })
+--                                                            -- show: driver.run's on_progress
 --   report.note("%d sequences", n)                          -- "divgpu: 12 sequences" on stderr
 
 local divgpu = require "divgpu"
 local failure = require "divgpu.failure"
 local gram = require "divgpu.methods.gram"
+local json = require "dkjson"
 
 local io_stderr, io_stdout = io.stderr, io.stdout
 local string_format, floor, min, max = string.format, math.floor, math.min, math.max
@@ -54,32 +56,82 @@ local function format_duration(s)
     return string_format("%ds", s)
 end
 
---- Shows progress on a terminal: returns show(p) (driver.run's on_progress)
---- and finish(). `resumed`: sequences done by an earlier run (from the
---- checkpoint), counted in the sequences shown but not in the rate.
-function _M.progress(quiet, resumed)
+--- What a progress report says, from driver.run's `p` (done and total are
+--- sequence-steps of batches, with sequences finished beside them) or from a
+--- simpler caller's (done and total are whole units: verify's sequences,
+--- bench's pairs). `resumed`: units an earlier run did, counted in done and
+--- total but not in the rate.
+local function figures(p, resumed)
+    local fraction = p.total > 0 and min(p.done / p.total, 1) or 1
+    local this_run = p.sequences_total or p.total
+    local f = { done = p.done, total = p.total, resumed = resumed, elapsed = p.elapsed,
+                rate = fraction * this_run / max(p.elapsed, 1e-9),
+                eta = fraction > 0 and p.elapsed * (1 - fraction) / fraction or math.huge }
+    if p.sequences_total then
+        f.done, f.total = p.sequences + resumed, p.sequences_total + resumed
+        f.batch, f.batches, f.step, f.length = p.batch, p.batches, min(p.step, p.length), p.length
+    end
+    f.percent = 100 * (resumed + fraction * this_run) / max(resumed + this_run, 1)
+    return f
+end
+
+--- The live line on a terminal, redrawn in place (carriage return, erase).
+local function live_line(f, unit)
+    local where = f.batch and string_format("  batch %d/%d  step %d/%d", f.batch, f.batches, f.step, f.length) or ""
+    return string_format("\r\27[K%s %d/%d (%.0f%%%s)%s  %.1f %s/s  elapsed %s  ETA %s", unit, f.done, f.total,
+        f.percent, f.resumed > 0 and string_format(", %d resumed", f.resumed) or "", where, f.rate, unit,
+        format_duration(f.elapsed), format_duration(f.eta))
+end
+
+--- One plain line for a log: no carriage return, no escape code.
+local function plain_line(f, unit)
+    local where = f.batch and string_format(" (batch %d/%d, step %d/%d)", f.batch, f.batches, f.step, f.length) or ""
+    return string_format("divgpu: progress: %d/%d %s%s, %.1f%%%s, %.2f %s/s, elapsed %s, ETA %s\n", f.done, f.total,
+        unit, f.resumed > 0 and string_format(" (%d resumed)", f.resumed) or "", f.percent, where, f.rate, unit,
+        format_duration(f.elapsed), format_duration(f.eta))
+end
+
+-- The JSON line's fields, in this order (docs/cli.md#progress).
+local JSON_KEYS = { "event", "unit", "done", "total", "resumed", "percent", "batch", "batches", "step", "length",
+                    "elapsed_s", "rate_per_s", "eta_s" }
+
+--- One JSON line (dkjson) for a machine reading the log.
+local function json_line(f, unit)
+    local finite = function(x) if x == math.huge or x ~= x then return json.null end return x end
+    return json.encode({ event = "progress", unit = unit, done = f.done, total = f.total, resumed = f.resumed,
+                         percent = f.percent, batch = f.batch, batches = f.batches, step = f.step, length = f.length,
+                         elapsed_s = f.elapsed, rate_per_s = f.rate, eta_s = finite(f.eta) },
+                       { keyorder = JSON_KEYS }) .. "\n"
+end
+
+_M.PROGRESS_FORMATS = { "auto", "plain", "json" }
+_M.PROGRESS_INTERVAL = 10
+
+--- Shows progress on stderr: returns show(p) (driver.run's on_progress) and
+--- finish(). how: `format` auto (a live line on a terminal, plain lines
+--- elsewhere), plain or json; `interval`, the seconds between lines (not
+--- the live line's); `resumed`, units done by an earlier run (from the
+--- checkpoint); `unit`, what is counted (default "sequences"). quiet: nothing.
+function _M.progress(quiet, how)
     local function nothing() end
-    if quiet or not divgpu.process.stderr_is_terminal() then return nothing, nothing end
-    local last = -1
-    resumed = resumed or 0
+    if quiet then return nothing, nothing end
+    how = how or {}
+    local format, unit, resumed = how.format or "auto", how.unit or "sequences", how.resumed or 0
+    local live = format == "auto" and divgpu.process.stderr_is_terminal()
+    local line = live and live_line or (format == "json" and json_line or plain_line)
+    local interval = live and 0.2 or (how.interval or _M.PROGRESS_INTERVAL)
+    local last
     local function show(p)
         local t = divgpu.clock.now()
-        if t - last < 0.2 and p.done < p.total then return end
+        -- The live line also draws its last state; a log gets its first line at once.
+        if last and t - last < interval and not (live and p.done >= p.total) then return end
         last = t
-        local rate = p.done / max(p.elapsed, 1e-9)
-        local eta = (p.total - p.done) / max(rate, 1e-9)
-        local sequences = ""
-        if p.sequences_total then
-            local done, all = p.sequences + resumed, p.sequences_total + resumed
-            sequences = string_format("  sequences %d/%d (%.0f%%%s)", done, all, 100 * done / all,
-                resumed > 0 and string_format(", %d resumed", resumed) or "")
-        end
-        io_stderr:write(string_format("\r\27[Kbatch %d/%d  step %d/%d%s  %.1f it/s  elapsed %s  ETA %s",
-            p.batch, p.batches, min(p.step, p.length), p.length, sequences, rate, format_duration(p.elapsed),
-            format_duration(eta)))
+        io_stderr:write(line(figures(p, resumed), unit))
         io_stderr:flush()
     end
-    local function finish() io_stderr:write("\r\27[K") io_stderr:flush() end
+    local function finish()
+        if live and last then io_stderr:write("\r\27[K") io_stderr:flush() end
+    end
     return show, finish
 end
 

@@ -150,7 +150,7 @@ end
 --- finished batch to it (stats.stopped names a signal that stopped it).
 local function run_rest(a, e, starts, cp, r)
     plan_rest(a, e, starts, cp, r)
-    local show, finish = report.progress(a.quiet, r.resumed)
+    local show, finish = report.progress(a.quiet, options.progress_how(a, r.resumed))
     if not a.quiet then report.run_header(r) end
     local recorder = a.stats and stats_writer(a, r)
     divgpu.process.catch_signals(true)
