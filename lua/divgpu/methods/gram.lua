@@ -312,12 +312,18 @@ local function make_job(ctx, e, opts)
         end
     end
     allocate_g(self, ctx, opts)
-    local rows_table = need(ctx:upload(need(e:values()), "embeddings"))
-    self.table_buffer = opts.layout == "columns"
-        and need(ctx:upload(need(need(e:values()):transposed(e.n, e.dim)), "embeddings by columns")) or rows_table
-    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
-    self.row_norm_buffer = need(ctx:upload(need(e:norm_bounds()), "row norm bounds"))
-    self.factors_buffer = need(ctx:upload(need(divgpu.jobs.gram_factors(e)), "gram bound factors"))
+    local list = { { "rows_table", need(e:values()), "embeddings" },
+                   { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
+                   { "row_norm_buffer", need(e:norm_bounds()), "row norm bounds" },
+                   { "factors_buffer", need(divgpu.jobs.gram_factors(e)), "gram bound factors" } }
+    if opts.layout == "columns" then
+        list[5] = { "table_buffer", need(need(e:values()):transposed(e.n, e.dim)), "embeddings by columns" }
+    end
+    local uploaded = need(device.upload_all(ctx, list, {}))
+    local rows_table = uploaded.rows_table
+    self.inv_norm_buffer, self.row_norm_buffer, self.factors_buffer = uploaded.inv_norm_buffer,
+        uploaded.row_norm_buffer, uploaded.factors_buffer
+    self.table_buffer = uploaded.table_buffer or rows_table
     self.underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
     self.underflow = self.underflow or nil
     local t0 = divgpu.clock.now()
