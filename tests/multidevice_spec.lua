@@ -147,31 +147,35 @@ describe("two contexts in one process", function()
         assert.are.equal(stats.sequences * (length - 1), stats.gram.steps)
     end)
 
-    it("the devices' uploads overlap: two jobs made in about one upload's delay", function()
-        -- Every upload is held back DELAY seconds from its submission
-        -- (divgpu.testing.delay_uploads), as a slow copy would be: the jobs,
-        -- whose uploads go out together and are awaited in coroutines, are
-        -- then made in about one delay, not one per device.
-        local testing, DELAY = require "divgpu.testing", 2
-        local small = divgpu.synth{ n = 64, dim = 8, clusters = 2, seed = 4 }
-        local function jobs_seconds(overlap_setup)
-            testing.delay_uploads(DELAY)
-            local ok, out, stats = pcall(driver.run, { contexts = { h.ctx(), second_ctx() }, embeddings = small,
-                starts = h.range(0, 4), length = 2, method = "direct", overlap_setup = overlap_setup })
-            testing.delay_uploads(0)
-            assert(ok and out, tostring(ok and stats or out))
-            assert_both_worked(stats, 4)
-            -- The delay was applied (else the check below is vacuous).
-            assert(stats.jobs_seconds >= DELAY, "the jobs took " .. stats.jobs_seconds .. " s: no upload was delayed")
-            return stats.jobs_seconds
-        end
-        local overlapped = jobs_seconds(nil)
-        assert(overlapped < 1.5 * DELAY, string.format("two jobs took %.2f s with %g s uploads: not overlapped",
-            overlapped, DELAY))
-        -- Twin: made one after another, the same check fails.
-        local serial = jobs_seconds(false)
-        assert(not (serial < 1.5 * DELAY), string.format("one after another took %.2f s: the check is vacuous", serial))
-    end)
+    for _, method in ipairs{ "direct", "gram", "tensor" } do
+        it(method .. ": the devices' uploads overlap: two jobs made in about one upload's delay", function()
+            -- Every upload is held back DELAY seconds from its submission
+            -- (divgpu.testing.delay_uploads), as a slow copy would be: the jobs,
+            -- whose uploads go out together and are awaited in coroutines, are
+            -- then made in about one delay, not one per device.
+            local testing, DELAY = require "divgpu.testing", 2
+            local small = divgpu.synth{ n = 64, dim = 8, clusters = 2, seed = 4 }
+            local function jobs_seconds(overlap_setup)
+                testing.delay_uploads(DELAY)
+                local ok, out, stats = pcall(driver.run, { contexts = { h.ctx(), second_ctx() }, embeddings = small,
+                    starts = h.range(0, 4), length = 2, method = method, overlap_setup = overlap_setup })
+                testing.delay_uploads(0)
+                assert(ok and out, tostring(ok and stats or out))
+                assert_both_worked(stats, 4)
+                -- The delay was applied (else the check below is vacuous).
+                assert(stats.jobs_seconds >= DELAY,
+                    "the jobs took " .. stats.jobs_seconds .. " s: no upload was delayed")
+                return stats.jobs_seconds
+            end
+            local overlapped = jobs_seconds(nil)
+            assert(overlapped < 1.5 * DELAY, string.format("two jobs took %.2f s with %g s uploads: not overlapped",
+                overlapped, DELAY))
+            -- Twin: made one after another, the same check fails.
+            local serial = jobs_seconds(false)
+            assert(not (serial < 1.5 * DELAY),
+                string.format("one after another took %.2f s: the check is vacuous", serial))
+        end)
+    end
 
     it("device.await yields while the GPU works, in a coroutine given to yield_in only", function()
         local ctx = h.ctx()
