@@ -153,7 +153,7 @@ describe("two contexts in one process", function()
             -- (divgpu.testing.delay_uploads), as a slow copy would be: the jobs,
             -- whose uploads go out together and are awaited in coroutines, are
             -- then made in about one delay, not one per device.
-            local testing, DELAY = require "divgpu.testing", 2
+            local testing, DELAY = require "divgpu.testing", 3
             local small = divgpu.synth{ n = 64, dim = 8, clusters = 2, seed = 4 }
             local function jobs_seconds(overlap_setup)
                 testing.delay_uploads(DELAY)
