@@ -273,6 +273,7 @@ describe("docs/api.md", function()
         f:close()
         local objects = {
             Context = ctx, LuaBuffer = buf, LuaPipeline = pipeline, LuaRecorder = ctx:recorder(),
+            LuaUpload = select(2, ctx:begin_upload(divgpu.array("u32", { 1 }))),
             LuaBindGroup = ctx:bind(pipeline, { buf }), Spirv = divgpu.shaders.get("baseline"), Embeddings = emb,
             HostArray = starts,
             CheckpointHandle = divgpu.files.checkpoint(dir .. "/out.json", { table = emb, length = 2, starts = starts }),

@@ -526,4 +526,20 @@ kill -INT $pid; { wait $pid; rc=$?; } 2>/dev/null
     || not_ok "run --stats interrupted: the file is renamed into place, its end record says SIGINT (exit $rc)" "$(cat "$tmp/int.err")"
 expect_ok "plot draws an interrupted run" $divgpu plot "$tmp/int.jsonl" --x elapsed --out "$tmp/int.png"
 
+# --device's default from a job scheduler's variable: the device's own UUID in CUDA's spelling picks it,
+# and the run says so; a UUID of no device is refused naming the variable; --device given wins.
+uuid=$(LUA_CPATH='build/?.so;;' luajit -e 'local u = require("divgpu").devices{}[1].device_uuid
+    io.write("GPU-", u:sub(1, 8), "-", u:sub(9, 12), "-", u:sub(13, 16), "-", u:sub(17, 20), "-", u:sub(21, 32))')
+small=(--embeddings "$tmp/e.json" --starts 0:2 --length 5)
+expect_ok "CUDA_VISIBLE_DEVICES with the device's UUID" env CUDA_VISIBLE_DEVICES="$uuid" $divgpu run "${small[@]}" --out "$tmp/uuid.json"
+grep -q "^divgpu: devices 0 from CUDA_VISIBLE_DEVICES=$uuid (matched by UUID)$" "$tmp/stderr" \
+    && ok "the run says which devices the variable gave" || not_ok "the run says which devices the variable gave" "$(cat "$tmp/stderr")"
+expect_fail "CUDA_VISIBLE_DEVICES with a UUID of no device" "CUDA_VISIBLE_DEVICES names GPU-00000000-0000-0000-0000-000000000001, which matches no Vulkan device" \
+    env CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000001 $divgpu run "${small[@]}" --out "$tmp/keep-uuid.json"
+[ ! -e "$tmp/keep-uuid.json" ] && ok "a refused assignment writes nothing" || not_ok "a refused assignment writes nothing"
+expect_ok "--device given wins over the variable" env CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000001 \
+    $divgpu run "${small[@]}" --device 0 --out "$tmp/explicit.json"
+! grep -q "CUDA_VISIBLE_DEVICES" "$tmp/stderr" && ok "an explicit --device ignores the variable" \
+    || not_ok "an explicit --device ignores the variable" "$(cat "$tmp/stderr")"
+
 finish

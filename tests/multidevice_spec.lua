@@ -147,6 +147,42 @@ describe("two contexts in one process", function()
         assert.are.equal(stats.sequences * (length - 1), stats.gram.steps)
     end)
 
+    for _, method in ipairs{ "direct", "gram", "tensor" } do
+        it(method .. ": the devices' uploads overlap: two jobs made in about one upload's delay", function()
+            -- Every upload is held back DELAY seconds from its submission
+            -- (divgpu.testing.delay_uploads), as a slow copy would be: the jobs,
+            -- whose uploads go out together and are awaited in coroutines, are
+            -- then made in about one delay, not one per device.
+            local testing, DELAY = require "divgpu.testing", 2
+            local small = divgpu.synth{ n = 64, dim = 8, clusters = 2, seed = 4 }
+            local function jobs_seconds(overlap_setup, delay)
+                testing.delay_uploads(delay)
+                local ok, out, stats = pcall(driver.run, { contexts = { h.ctx(), second_ctx() }, embeddings = small,
+                    starts = h.range(0, 4), length = 2, method = method, overlap_setup = overlap_setup })
+                testing.delay_uploads(0)
+                assert(ok and out, tostring(ok and stats or out))
+                assert_both_worked(stats, 4)
+                return stats.jobs_seconds
+            end
+            -- What the delays add to making the jobs (their CPU work, shader
+            -- compiles on lavapipe, is serial here and varies with the load).
+            local function added(overlap_setup)
+                local base = jobs_seconds(overlap_setup, 0)
+                local with_delay = jobs_seconds(overlap_setup, DELAY)
+                -- The delay was applied (else the check below is vacuous).
+                assert(with_delay >= DELAY, "the jobs took " .. with_delay .. " s: no upload was delayed")
+                return with_delay - base
+            end
+            local overlapped = added(nil)
+            assert(overlapped < 1.5 * DELAY, string.format("two jobs' %g s uploads added %.2f s: not overlapped",
+                DELAY, overlapped))
+            -- Twin: made one after another, the same check fails.
+            local serial = added(false)
+            assert(not (serial < 1.5 * DELAY),
+                string.format("one after another they added %.2f s: the check is vacuous", serial))
+        end)
+    end
+
     it("device.await yields while the GPU works, in a coroutine given to yield_in only", function()
         local ctx = h.ctx()
         local function yields_while_waiting(register)

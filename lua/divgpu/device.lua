@@ -109,7 +109,8 @@ function _M.yield_in(co)
     yielding[co] = true
 end
 
---- rec:wait() -> GPU seconds (false without timestamps), or nil, err;
+--- rec:wait() -> GPU seconds (false without timestamps), or nil, err (rec
+--- a recorder, or an upload from ctx:begin_upload);
 --- inside a coroutine given to yield_in, yields until the submission is
 --- done, so that whoever resumes it can feed other devices meanwhile (past
 --- ctx's timeout the wait reports it, as rec:wait does).
@@ -127,6 +128,21 @@ function _M.await(ctx, rec)
         end
     end
     return rec:wait()
+end
+
+local function upload_all(ctx, list, into)
+    local uploads = {}
+    for i, entry in ipairs(list) do into[entry[1]], uploads[i] = need(ctx:begin_upload(entry[2], entry[3])) end
+    for _, upload in ipairs(uploads) do need(_M.await(ctx, upload)) end
+    return into
+end
+
+--- Uploads each { key, array, name } of `list` to ctx, the buffer going to
+--- into[key]: every copy submitted first, then all awaited (device.await:
+--- in a coroutine given to yield_in, other devices' uploads and builds go on
+--- meanwhile). `into`, or nil, err.
+function _M.upload_all(ctx, list, into)
+    return catch(upload_all, ctx, list, into)
 end
 
 local function open(opts)

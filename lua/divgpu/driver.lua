@@ -130,7 +130,7 @@ end
 
 --- One job per context (no more than there are sequences): given, or made
 --- by the chosen method, several at once, each in a coroutine whose GPU
---- waits yield (device.await), so that their builds overlap.
+--- waits yield (device.await), so that their uploads and builds overlap.
 local function make_jobs(opts, contexts, e, total)
     local jobs, reasons, makers, count = {}, {}, {}, 0
     for d, ctx in ipairs(contexts) do
@@ -144,7 +144,9 @@ local function make_jobs(opts, contexts, e, total)
             count = count + 1
         end
     end
-    if count > 1 then
+    -- overlap_setup = false makes them one after another (the twin of
+    -- tests/multidevice_spec.lua's check that they overlap).
+    if count > 1 and opts.overlap_setup ~= false then
         for _, maker in pairs(makers) do device.yield_in(maker) end
     end
     while next(makers) do
@@ -155,6 +157,16 @@ local function make_jobs(opts, contexts, e, total)
         if next(makers) then divgpu.clock.sleep(POLL_SECONDS) end
     end
     return jobs, reasons
+end
+
+--- The chunk controller of `lane` for its next batch (ChunkController.new's
+--- opts): the one it learned the cost per step with in its earlier batches,
+--- made at its first. The batches of a run are equal and of one job, so a
+--- batch starts at the cost the one before started at; only the first
+--- probes (a rise since the last chunk is taken at once, as within a batch).
+function _M.lane_controller(lane, opts)
+    lane.controller = lane.controller or ChunkController.new(opts)
+    return lane.controller
 end
 
 --- A lane: one job on its device, the batch it works on, its chunk
@@ -181,8 +193,8 @@ function Lane:start(b)
     -- gram copies its counters after each chunk only for on_chunk's figures.
     self.batch.record_chunk_figures = run.opts.on_chunk ~= nil
     run.stats.batch_setup_seconds = run.stats.batch_setup_seconds + (now() - t)
-    self.controller = ChunkController.new{ target_seconds = run.opts.target_seconds or _M.DEFAULT_TARGET_SECONDS,
-                                           max_iterations = run.chunk_cap }
+    _M.lane_controller(self, { target_seconds = run.opts.target_seconds or _M.DEFAULT_TARGET_SECONDS,
+                               max_iterations = run.chunk_cap })
     self.free = 1
 end
 

@@ -9,7 +9,7 @@ local raw, methods, testing = ...
 local error, pcall, tostring, type, pairs = error, pcall, tostring, type, pairs
 
 -- The names errors give each object's methods (docs/api.md's).
-local OBJECTS = { Context = "ctx", LuaBuffer = "buf", LuaPipeline = "pipeline", LuaRecorder = "rec",
+local OBJECTS = { Context = "ctx", LuaBuffer = "buf", LuaPipeline = "pipeline", LuaRecorder = "rec", LuaUpload = "upload",
                   Spirv = "spirv", Embeddings = "emb", HostArray = "array", CheckpointHandle = "cp",
                   LockHandle = "lock", OutputHandle = "out" }
 

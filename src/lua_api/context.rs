@@ -1,5 +1,5 @@
 //! `Context` (`ctx`): an open device for Lua. `ctx.info` describes it;
-//! `ctx:buffer`, `ctx:upload`, `ctx:pipeline`, `ctx:bind` and `ctx:recorder`
+//! `ctx:buffer`, `ctx:upload` (`ctx:begin_upload`), `ctx:pipeline`, `ctx:bind` and `ctx:recorder`
 //! make the objects a job is built of (`buffer.rs`, `pipeline.rs`,
 //! `recorder.rs`); `ctx:self_test` runs the arithmetic self-test.
 
@@ -13,6 +13,7 @@ use super::buffer::{buffer_list, LuaBuffer};
 use super::pipeline::{interface_of, LuaBindGroup, LuaPipeline};
 use super::recorder::LuaRecorder;
 use super::shaders::Spirv;
+use super::upload::LuaUpload;
 use crate::error::Error;
 use crate::vk::adapter::DeviceInfo;
 use crate::vk::buffer::Buffer;
@@ -129,6 +130,16 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         let buf = Buffer::storage(&this.0, bytes.len() as u64, name.as_deref().unwrap_or("upload"))?;
         buf.upload(0, bytes)?;
         Ok(LuaBuffer(buf))
+    })?;
+    // ctx:begin_upload(array [, name]) -> buffer, upload: the copy submitted,
+    // not waited for; the buffer holds the array once upload:done() is true
+    // or upload:wait() has returned (later submissions on this context are
+    // ordered after it).
+    m.add(lua, "begin_upload", |_, this: &Context, (array, name): (UserDataRef<HostArray>, Option<String>)| {
+        let bytes = array.bytes();
+        let buf = Buffer::storage(&this.0, bytes.len() as u64, name.as_deref().unwrap_or("upload"))?;
+        let pending = buf.begin_upload(0, bytes)?;
+        Ok((LuaBuffer(buf), LuaUpload(pending)))
     })?;
     m.add(lua, "pipeline", |_, this: &Context, opts: LuaTable| pipeline(this, opts))?;
     // ctx:bind(pipeline, { buffer, ... } [, { referenced, ... }]) -> a bind

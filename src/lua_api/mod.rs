@@ -24,6 +24,7 @@ mod shaders;
 mod starts;
 mod tensor;
 mod testing;
+mod upload;
 
 use mlua::{Function, Lua, Table as LuaTable};
 
@@ -32,11 +33,12 @@ use self::boundary::{registry_key, Methods};
 /// The userdata types that have methods: the name their methods are kept
 /// under, and what makes them.
 type MethodsOf = fn(&Lua) -> mlua::Result<Methods>;
-const TYPES: [(&str, MethodsOf); 10] = [
+const TYPES: [(&str, MethodsOf); 11] = [
     ("Context", context::methods),
     ("LuaBuffer", buffer::methods),
     ("LuaPipeline", pipeline::methods),
     ("LuaRecorder", recorder::methods),
+    ("LuaUpload", upload::methods),
     ("Spirv", shaders::methods),
     ("Embeddings", embeddings::methods),
     ("HostArray", arrays::methods),

@@ -33,6 +33,15 @@ fn push_bytes(t: &LuaTable) -> mlua::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// What is left of `timeout` after `spent` seconds of polling (a wait's
+/// `spent` argument: the caller polled the submission that long already).
+pub fn rest_of_timeout(timeout: std::time::Duration, spent: Option<f64>) -> std::time::Duration {
+    match spent {
+        Some(s) if s.is_finite() && s > 0.0 => timeout.saturating_sub(std::time::Duration::from_secs_f64(s.min(1e9))),
+        _ => timeout,
+    }
+}
+
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, TYPE)?;
     // rec:dispatch(group, {push u32s}, groups_x [, groups_y [, groups_z]])
@@ -58,12 +67,7 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     // timestamps); `spent`: seconds already spent polling it since it was
     // submitted, taken off the context's timeout.
     m.add_mut(lua, "wait", |_, this: &mut LuaRecorder, spent: Option<f64>| {
-        let timeout = this.0.timeout();
-        let limit = match spent {
-            Some(s) if s.is_finite() && s > 0.0 => timeout.saturating_sub(std::time::Duration::from_secs_f64(s.min(1e9))),
-            _ => timeout,
-        };
-        Ok(match this.0.wait_at_most(limit)? {
+        Ok(match this.0.wait_at_most(rest_of_timeout(this.0.timeout(), spent))? {
             Some(seconds) => Value::Number(seconds),
             None => Value::Boolean(false),
         })

@@ -30,6 +30,10 @@ pub fn table(lua: &Lua, types: &'static [&'static str]) -> mlua::Result<LuaTable
             Ok(all)
         })?,
     )?;
+    // testing.delay_uploads(seconds): every later upload takes at least this
+    // long from its submission (0 turns it off): tests/multidevice_spec.lua
+    // shows the devices' uploads overlap.
+    t.set("delay_uploads", function(lua, |_, seconds: f64| Ok(crate::vk::transfer::set_upload_delay(seconds)?))?)?;
     // testing.inject_fault(kind), inject_write_fault(kind): only in the
     // fault-injection build.
     #[cfg(feature = "fault-injection")]

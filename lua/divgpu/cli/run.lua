@@ -24,11 +24,20 @@ local _M = {}
 -- The contract each precision's cache is of.
 local CONTRACT = { fp32 = "fp32", fp16 = "fp16", ["fp16-exact"] = "fp32" }
 
+--- The --device value a scheduler's variable gives (the run says so), or nil.
+local function assigned_devices(devices)
+    local value, line = require("divgpu.assigned_devices").device_option(os.getenv, devices)
+    if value then report.note("%s", line) end
+    return value
+end
+
 --- Opens the contexts --device names: "all" is every discrete GPU, else every
 --- other GPU (integrated, virtual), else every device (a CI machine with
 --- lavapipe only); a list may name a device twice, which opens two contexts
 --- on it (their queues run side by side).
 function _M.open_devices(value)
+    -- No --device: the GPUs a job scheduler assigned, if it did (CUDA_VISIBLE_DEVICES, ...).
+    if value == nil then value = assigned_devices(need(divgpu.devices{})) end
     local entries = options.device_entries(value)
     if entries == "all" then
         local devices = need(divgpu.devices{})

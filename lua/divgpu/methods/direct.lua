@@ -153,16 +153,14 @@ local function upload_table(self, ctx, e)
         if self.layout == "columns" then return need(array:transposed(n, dim)) end
         return array
     end
-    if self.precision == "fp16" then
-        -- E' holds exactly the half values: converting back is lossless.
-        self.table_buffer = need(ctx:upload(arranged(need(e:to_fp16())), "embeddings fp16"))
-    else
-        self.table_buffer = need(ctx:upload(arranged(need(e:values())), "embeddings"))
-    end
+    -- E' holds exactly the half values (fp16): converting back is lossless.
+    local list = { self.precision == "fp16" and { "table_buffer", arranged(need(e:to_fp16())), "embeddings fp16" }
+                   or { "table_buffer", arranged(need(e:values())), "embeddings" },
+                   { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }
     if self.precision == "fp16-exact" then
-        self.half_buffer = need(ctx:upload(arranged(need(e:to_fp16())), "embeddings fp16 filter"))
+        list[3] = { "half_buffer", arranged(need(e:to_fp16())), "embeddings fp16 filter" }
     end
-    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
+    need(device.upload_all(ctx, list, self))
 end
 
 local function make_job(ctx, e, d, opts)

@@ -78,8 +78,9 @@ local function make_job(ctx, e, opts, defines)
                                 workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
                                 tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
     local values = need(e:values())
-    self.table_buffer = need(ctx:upload(opts.layout == "columns" and need(values:transposed(n, dim)) or values, "embeddings"))
-    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
+    need(device.upload_all(ctx, {
+        { "table_buffer", opts.layout == "columns" and need(values:transposed(n, dim)) or values, "embeddings" },
+        { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }, self))
     local underflow
     underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
     for k, v in pairs(underflow or {}) do defines[k] = v end

@@ -273,8 +273,8 @@ local function plan(ctx, e, opts)
              stage_rows = stage_rows, check = check }
 end
 
---- G''s blocks: whole rows, each block one allocation, and the table of
---- their device addresses the kernels read.
+--- G''s blocks: whole rows, each block one allocation; returns the table
+--- of their device addresses the kernels read (the caller uploads it).
 local function allocate_g(self, ctx, opts)
     local n, info = self.n, ctx.info
     local row_bytes = n * 4
@@ -288,7 +288,7 @@ local function allocate_g(self, ctx, opts)
         local address = block.address
         addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
     end
-    self.g_block_table = need(ctx:upload(addresses, "G block addresses"))
+    return addresses
 end
 
 local function make_job(ctx, e, opts)
@@ -311,13 +311,19 @@ local function make_job(ctx, e, opts)
                 info.name, cap, per_step, e.n, e.dim, self.workgroup_size))
         end
     end
-    allocate_g(self, ctx, opts)
-    local rows_table = need(ctx:upload(need(e:values()), "embeddings"))
-    self.table_buffer = opts.layout == "columns"
-        and need(ctx:upload(need(need(e:values()):transposed(e.n, e.dim)), "embeddings by columns")) or rows_table
-    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
-    self.row_norm_buffer = need(ctx:upload(need(e:norm_bounds()), "row norm bounds"))
-    self.factors_buffer = need(ctx:upload(need(divgpu.jobs.gram_factors(e)), "gram bound factors"))
+    local list = { { "g_block_table", allocate_g(self, ctx, opts), "G block addresses" },
+                   { "rows_table", need(e:values()), "embeddings" },
+                   { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
+                   { "row_norm_buffer", need(e:norm_bounds()), "row norm bounds" },
+                   { "factors_buffer", need(divgpu.jobs.gram_factors(e)), "gram bound factors" } }
+    if opts.layout == "columns" then
+        list[#list + 1] = { "table_buffer", need(need(e:values()):transposed(e.n, e.dim)), "embeddings by columns" }
+    end
+    local uploaded = need(device.upload_all(ctx, list, {}))
+    local rows_table = uploaded.rows_table
+    self.g_block_table, self.inv_norm_buffer, self.row_norm_buffer, self.factors_buffer = uploaded.g_block_table,
+        uploaded.inv_norm_buffer, uploaded.row_norm_buffer, uploaded.factors_buffer
+    self.table_buffer = uploaded.table_buffer or rows_table
     self.underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
     self.underflow = self.underflow or nil
     local t0 = divgpu.clock.now()

@@ -89,11 +89,12 @@ local function merged(a, b)
 end
 
 local function upload(self, ctx, e, slices)
-    self.table_buffer = need(ctx:upload(need(e:values()), "embeddings"))
-    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
-    self.factors_buffer = need(ctx:upload(slices.factors, "tensor bound factors"))
-    self.slices_buffer = need(ctx:upload(slices.slices, "table slices"))
-    self.exponents_buffer = need(ctx:upload(slices.exponents, "table exponents"))
+    need(device.upload_all(ctx, {
+        { "table_buffer", need(e:values()), "embeddings" },
+        { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
+        { "factors_buffer", slices.factors, "tensor bound factors" },
+        { "slices_buffer", slices.slices, "table slices" },
+        { "exponents_buffer", slices.exponents, "table exponents" } }, self))
 end
 
 local function make_job(ctx, e, opts)
