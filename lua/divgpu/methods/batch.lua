@@ -8,15 +8,27 @@
 --   function Batch:record_steps(first, count, rec) ... return true end
 --   local b = setmetatable({ job = job, count = #starts, ring = ring }, Batch)
 --   assert(b:add_recorders(in_flight))
+--   Job.batch = batch.maker(make_batch)   -- job:batch(starts, ring, in_flight)
 --
 -- Misuse raises error(msg, 2); what the GPU refuses returns nil, err.
 
+local divgpu = require "divgpu"
 local failure = require "divgpu.failure"
 
 local need, catch = failure.need, failure.catch
-local error, setmetatable, string_format = error, setmetatable, string.format
+local error, setmetatable, string_format, type = error, setmetatable, string.format, type
 
 local _M = {}
+
+--- A job's `batch(starts, ring, in_flight)` method from the method's
+--- `make_batch(job, starts, ring, in_flight)`: starts as a u32 array or a
+--- plain list; a failure is returned as nil, err.
+function _M.maker(make_batch)
+    return function(job, starts, ring, in_flight)
+        if type(starts) == "table" then starts = divgpu.array("u32", starts) end
+        return catch(make_batch, job, starts, ring, in_flight)
+    end
+end
 
 local Batch = {}
 Batch.__index = Batch

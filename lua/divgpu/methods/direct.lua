@@ -265,10 +265,9 @@ local function make_batch(self, starts, ring, in_flight)
 end
 
 --- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0
---- done, with `in_flight` recorders (default 1) to cycle through; or nil, err.
-function Job:batch(starts, ring, in_flight)
-    return catch(make_batch, self, starts, ring, in_flight)
-end
+--- done, with `in_flight` recorders (default 1) to cycle through (starts as
+--- a u32 array or a plain list); or nil, err.
+Job.batch = batches.maker(make_batch)
 
 --- Records steps first .. first+count-1 on `rec`, each by the kernel's
 --- dispatch plan (its descriptor's `record`); called by batch:record.

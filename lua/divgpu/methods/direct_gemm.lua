@@ -148,10 +148,7 @@ local function make_batch(self, starts, ring, in_flight)
 end
 
 --- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0 done; or nil, err.
-function Job:batch(starts, ring, in_flight)
-    if type(starts) == "table" then starts = divgpu.array("u32", starts) end
-    return catch(make_batch, self, starts, ring, in_flight)
-end
+Job.batch = batches.maker(make_batch)
 
 --- Records steps first .. first+count-1 on `rec`: per step the scores by
 --- tiles, then the append, each ordered before the next by a barrier;

@@ -418,10 +418,7 @@ end
 
 --- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0
 --- done: each start is the item appended last, to be applied by step 1; or nil, err.
-function Job:batch(starts, ring, in_flight)
-    if type(starts) == "table" then starts = divgpu.array("u32", starts) end
-    return catch(make_batch, self, starts, ring, in_flight)
-end
+Job.batch = batches.maker(make_batch)
 
 --- Records steps first .. first+count-1 on `rec`, then a copy of the
 --- filter's counters into this recorder's snapshot (read by chunk_stats

@@ -199,10 +199,7 @@ local function make_batch(self, starts, ring, in_flight)
 end
 
 --- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0 done; or nil, err.
-function Job:batch(starts, ring, in_flight)
-    if type(starts) == "table" then starts = divgpu.array("u32", starts) end
-    return catch(make_batch, self, starts, ring, in_flight)
-end
+Job.batch = batches.maker(make_batch)
 
 --- The products of one step: on tensor cores, or tensor.comp's own phase.
 local function record_products(self, rec, push)
