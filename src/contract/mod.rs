@@ -3,7 +3,9 @@
 //! file, the checkpoint of an interrupted run and the parts of a sharded run
 //! (split and merge). Nothing here needs a GPU.
 pub mod atomic;
+pub mod binary_cache;
 pub mod cache;
+pub mod cache_io;
 pub mod checkpoint;
 pub mod fp16;
 pub mod fuzz;
@@ -13,6 +15,7 @@ pub mod mirror;
 pub mod npy;
 pub mod npy_header;
 pub mod safe_write;
+pub mod sample;
 pub mod shard;
 pub mod subnormal;
 pub mod synth;
