@@ -5,7 +5,9 @@
 //! `OUT.lock` beside it keeps it to one writer (`contract::lock`):
 //!
 //! - `sequences.part`: exactly the bytes the cache will have, up to the last
-//!   committed batch (the header, then one sequence per line, SPEC section 4);
+//!   committed batch, in the run's form (`cache_io::Form`): the JSON header
+//!   and one sequence per line, or the binary head (header, starts, index)
+//!   and fixed-width rows;
 //! - `batches.jsonl`: one record per committed batch, appended and synced
 //!   after the batch's bytes: its first sequence, its count, the offset where
 //!   its bytes end, their sha256, and the sha256 of its starts. The records
@@ -31,7 +33,8 @@
 //! (`shard`, in `state.json` and in the cache header: `contract::shard`).
 //!
 //! `StdoutCache` is the same interface for `run --out -`: the cache streamed
-//! to standard output batch by batch, with no checkpoint (nothing resumes).
+//! to standard output batch by batch (`cache_io::CacheWriter`), in either
+//! form, with no checkpoint (nothing resumes).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};

@@ -1,7 +1,8 @@
 //! The contract of SPEC.md on the host: tables and their validation,
 //! `inv_norm`, FP16 conversion, synthetic data, the CPU mirror, the cache
-//! file, the checkpoint of an interrupted run and the parts of a sharded run
-//! (split and merge). Nothing here needs a GPU.
+//! file in its two forms (`cache` JSON, `binary_cache`, both streamed through
+//! `cache_io`), the checkpoint of an interrupted run, the parts of a sharded
+//! run (split and merge) and seeded samples (`sample`). Nothing here needs a GPU.
 pub mod atomic;
 pub mod binary_cache;
 pub mod cache;

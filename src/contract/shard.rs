@@ -14,16 +14,20 @@
 //! them), written just before `"sequences"`. Readers that ignore unknown
 //! fields read a part as a cache; the merged file carries no `shard` field.
 //!
-//! `merge` reads each part's header first (the bytes before `"sequences"`)
-//! and refuses, with one line naming the file, a part of another table,
+//! `merge` reads each part's header first (either form: `cache_io`) and
+//! refuses, with one line naming the file, a part of another table,
 //! contract, length, format version or run (shard count, starts), a shard
 //! given twice, a shard missing, or a file that is not a part. It then
-//! streams the parts' sequences into the output in index order through the
-//! cache writer (one sequence in memory at a time), checking each sequence's
-//! length and items, each part's sequence count against its block, and at the
-//! end that the first items of all sequences hash to the run's
-//! `starts_sha256`. The output is written atomically: on any error the
-//! temporary file is removed and an existing output is left as it was.
+//! streams the parts' sequences into the output in index order through
+//! `cache_io::CacheWriter` (a batch of about 1 MiB in memory at a time),
+//! checking each sequence's length and items, each part's sequence count
+//! against its block, and that the first items of all sequences hash to the
+//! run's `starts_sha256` (before the rows, for a binary output, whose starts
+//! come first). The output is written atomically: on any error the temporary
+//! file is removed and an existing output is left as it was.
+//!
+//! The JSON form's streaming pieces live here too: `read_head` (the header
+//! before `"sequences"`) and `Sequences` (the sequences, one at a time).
 
 use std::io::Read;
 use std::ops::Range;
