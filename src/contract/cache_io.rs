@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use super::binary_cache::{self, BinaryCache, ReadAt, MAGIC};
 use super::cache::{self, CacheHeader};
 use super::safe_write::{check_files, stdout_file, Named, Output, STDOUT};
+use super::sample::sample_positions;
 use super::shard::{read_head, PartHeader, Sequences, Shard};
 use super::table::hex;
 use crate::error::{Error, Result};
@@ -352,6 +353,29 @@ impl CacheReader<File> {
     pub fn open(path: &str) -> Result<CacheReader<File>> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         CacheReader::from_source(path, file)
+    }
+
+    /// `select`s the `k` positions `seed` picks (`sample::sample_positions`)
+    /// among the file's sequences (`verify --sample K --seed S`); returns
+    /// how many the file holds.
+    pub fn select_sample(&mut self, k: usize, seed: u64) -> Result<usize> {
+        let count = match self.count() {
+            Some(count) => count,
+            None => count_sequences(&self.path)?,
+        };
+        self.select(sample_positions(count, k, seed))?;
+        Ok(count)
+    }
+}
+
+/// How many sequences the cache at `path` holds: its header's count, or for
+/// a version 1 JSON cache, which does not say, a pass over the file (every
+/// sequence read and checked).
+pub fn count_sequences(path: &str) -> Result<usize> {
+    let reader = CacheReader::open(path)?;
+    match reader.count() {
+        Some(count) => Ok(count),
+        None => reader.for_each_start(|_, _| Ok(())),
     }
 }
 

@@ -113,7 +113,9 @@ pub fn binary(data: &[u8]) {
     let (h, count) = (c.header().clone(), c.count());
     assert_eq!((h.version, h.starts_count), (2, Some(count)), "accepted a header that does not promise its sequences");
     let mut starts = Vec::with_capacity(count);
-    c.for_each_start(|_, s| Ok(starts.push(s))).expect("the starts read at opening read again");
+    if let Err(e) = c.for_each_start(|_, s| Ok(starts.push(s))) {
+        panic!("the starts read at opening do not read again: {e}");
+    }
     let (mut rows, mut seq) = (Vec::new(), Vec::new());
     loop {
         match c.next_row(&mut seq) {
@@ -135,12 +137,17 @@ pub fn binary(data: &[u8]) {
     }
     for (k, &s) in starts.iter().enumerate() {
         let first = starts.iter().position(|&t| t == s).unwrap_or(k);
-        assert_eq!(c.sequence_of(s, &mut seq).expect("a start's sequence"), Some(first), "the index of item {s}");
+        match c.sequence_of(s, &mut seq) {
+            Ok(found) => assert_eq!(found, Some(first), "the index of item {s}"),
+            Err(e) => panic!("item {s}'s sequence, read in order, is refused at random: {e}"),
+        }
         assert_eq!(seq, rows[first * h.length..(first + 1) * h.length]);
     }
     let mut again = Vec::new();
-    binary_cache::write_head(&mut again, BINARY_PATH, c.part(), &starts).expect("what was read writes back");
-    binary_cache::write_u32s(&mut again, &rows).expect("rows into memory");
+    if let Err(e) = binary_cache::write_head(&mut again, BINARY_PATH, c.part(), &starts) {
+        panic!("what was read does not write back: {e}");
+    }
+    let _ = binary_cache::write_u32s(&mut again, &rows); // into memory: cannot fail
     assert!(again == data, "accepted bytes that the writer does not write for what they hold");
 }
 

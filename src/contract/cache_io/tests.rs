@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::contract::checkpoint::Checkpoint;
 use crate::contract::fuzz::check_error;
-use crate::contract::sample::sample_positions;
 use crate::contract::shard::{self, merge_as};
 
 const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
@@ -191,6 +190,13 @@ fn a_sample_is_the_same_sequences_in_both_forms() {
     let e = old.next(&mut seq).unwrap_err();
     check_error(&e, &[&s(&d.join("old.json"))]);
     assert!(e.to_string().contains("holds 7 sequences: there is no position 9"), "{e}");
+    // select_sample: the same positions, the count found by a pass for version 1.
+    for name in ["c.json", "c.bin", "old.json"] {
+        let mut r = CacheReader::open(&s(&d.join(name))).unwrap();
+        assert_eq!(r.select_sample(3, 2026).unwrap(), 7);
+        assert_eq!(all(&mut r), got[0], "{name}");
+    }
+    assert_eq!(count_sequences(&s(&d.join("old.json"))).unwrap(), 7);
     let mut late = CacheReader::open(&s(&d.join("c.json"))).unwrap();
     late.next(&mut seq).unwrap();
     assert!(late.select(vec![1]).is_err(), "select before reading");
