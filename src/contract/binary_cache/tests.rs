@@ -311,3 +311,24 @@ fn rows_of_a_batch_are_read_and_checked() {
     let e = read_rows(&mut &bytes[..], 0, 5, LENGTH, 7, |_, _| Ok(())).unwrap_err();
     assert!(e.contains("sequence 0, step 2: item 7 is out of range"), "{e}");
 }
+
+#[test]
+fn the_acceptance_shape_a_million_items_and_1024_sequences_of_101_opens_at_once() {
+    // The H200 job: 1,048,576 items, 1,024 starts, length 101 (4.6 MB, mostly index).
+    let n = 1 << 20;
+    let starts: Vec<u32> = (0..1024u32).map(|k| k.wrapping_mul(2_654_435_761) % n as u32).collect();
+    let p = PartHeader { header: CacheHeader::new("fp32", n, 384, 101, SHA, &starts), shard: None };
+    let mut bytes = Vec::new();
+    let layout = write_head(&mut bytes, PATH, &p, &starts).unwrap();
+    let rows: Vec<u32> = starts.iter().flat_map(|&s| (0..101u32).map(move |i| (s + i * 7919) % n as u32)).collect();
+    write_u32s(&mut bytes, &rows).unwrap();
+    assert_eq!(bytes.len() as u64, layout.size);
+    let t = std::time::Instant::now();
+    let c = open(&bytes).unwrap();
+    let opened = t.elapsed();
+    let mut seq = Vec::new();
+    let k = 777;
+    assert_eq!(c.sequence_of(starts[k], &mut seq).unwrap(), starts.iter().position(|&s| s == starts[k]));
+    assert_eq!(seq[..], rows[k * 101..(k + 1) * 101]);
+    assert!(opened.as_secs_f64() < 2.0, "opening took {opened:?}");
+}
