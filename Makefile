@@ -66,6 +66,8 @@ test: build build/fault/divgpu.so
 	DIVGPU_VALIDATION=1 tests/install_test.sh
 	tests/viewer_test.sh
 	tests/links_test.sh
+	tests/function_length_test.sh
+	DIVGPU_VALIDATION=1 tests/toy_kernel_test.sh
 
 # A single-node Slurm on localhost runs a sharded job (a four-task array, then
 # the merge) through deploy/slurm/ and checks the merged cache against a single

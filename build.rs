@@ -2,9 +2,14 @@
 //! their GLSL sources, defines and includes, as `u32` arrays (no unaligned
 //! reinterpretation of bytes at run time).
 //!
-//! A kernel is one `shaders/NAME.comp`. If `shaders/NAME.variants` exists, each
-//! of its lines `variant DEFINE=VALUE ...` is compiled as one shipped shader
-//! (ggml's table of variants); otherwise the file ships once, as `NAME`.
+//! A kernel is one `shaders/NAME.comp`. Its variant axes, if it has any, are
+//! declared once in `shaders/NAME.axes.json` (each axis a list of values, the
+//! first its default, each value with the defines it adds): every
+//! combination of values is compiled as one shipped shader, named NAME plus
+//! `-VALUE` for each value that is not its axis's default (`baseline`,
+//! `baseline-fp16-exact-columns`). Without the file the kernel ships once,
+//! as `NAME`. The axes are embedded too, so Lua picks a variant by its axis
+//! values (`src/shaders.rs`) and never by spelling its name.
 //!
 //! Without the `gpu` feature (the fuzz targets) there is nothing to compile.
 
@@ -23,27 +28,75 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
 }
 
-/// (variant name, defines) from a `.variants` table.
+/// `shaders/NAME.axes.json`: what it says, and its axes in order.
 #[cfg(feature = "gpu")]
-fn read_variants(path: &Path) -> Vec<(String, Vec<(String, String)>)> {
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AxesFile {
+    #[allow(dead_code)] // for the reader of the file
+    about: String,
+    axes: Vec<Axis>,
+}
+
+#[cfg(feature = "gpu")]
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Axis {
+    axis: String,
+    /// The first is the default: it adds nothing to the variant's name.
+    values: Vec<AxisValue>,
+}
+
+#[cfg(feature = "gpu")]
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AxisValue {
+    value: String,
+    #[serde(default)]
+    defines: std::collections::BTreeMap<String, String>,
+}
+
+/// One shipped shader: its name, its axis values in the axes' order, its defines.
+#[cfg(feature = "gpu")]
+struct Variant {
+    name: String,
+    choice: Vec<(String, String)>,
+    defines: Vec<(String, String)>,
+}
+
+#[cfg(feature = "gpu")]
+fn read_axes(path: &Path) -> Vec<Axis> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut out = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
+    let file: AxesFile = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for (i, axis) in file.axes.iter().enumerate() {
+        let clash = file.axes[..i].iter().any(|a| a.axis == axis.axis);
+        let bad_value = axis.values.iter().enumerate().find(|(j, v)| {
+            v.value.is_empty() || axis.values[..*j].iter().any(|w| w.value == v.value)
+        });
+        if clash || axis.values.is_empty() || bad_value.is_some() || axis.axis.is_empty() {
+            panic!("{}: axis '{}' is named twice, empty, or has an empty or repeated value", path.display(), axis.axis);
         }
-        let mut words = line.split_whitespace();
-        let name = words.next().unwrap_or_default().to_string();
-        let defines = words
-            .map(|w| {
-                let (k, v) = w.split_once('=').unwrap_or_else(|| {
-                    panic!("{}:{}: '{w}' is not DEFINE=VALUE", path.display(), number + 1)
-                });
-                (k.to_string(), v.to_string())
-            })
-            .collect();
-        out.push((name, defines));
+    }
+    file.axes
+}
+
+/// Every combination of the axes' values, the first axis outermost.
+#[cfg(feature = "gpu")]
+fn variants_of(kernel: &str, axes: &[Axis]) -> Vec<Variant> {
+    let mut out = vec![Variant { name: kernel.to_string(), choice: Vec::new(), defines: Vec::new() }];
+    for axis in axes {
+        let mut next = Vec::new();
+        for v in &out {
+            for (i, value) in axis.values.iter().enumerate() {
+                let name = if i == 0 { v.name.clone() } else { format!("{}-{}", v.name, value.value) };
+                let mut choice = v.choice.clone();
+                choice.push((axis.axis.clone(), value.value.clone()));
+                let mut defines = v.defines.clone();
+                defines.extend(value.defines.iter().map(|(k, x)| (k.clone(), x.clone())));
+                next.push(Variant { name, choice, defines });
+            }
+        }
+        out = next;
     }
     out
 }
@@ -71,31 +124,45 @@ fn main() {
 
     let compiler = shaderc::Compiler::new().expect("shaderc compiler");
     let mut out = String::new();
-    // (name, file, defines)
-    let mut variants: Vec<(String, PathBuf, Vec<(String, String)>)> = Vec::new();
+    writeln!(out, "/// The kernels and their variant axes (shaders/NAME.axes.json).").unwrap();
+    writeln!(out, "pub const KERNELS: &[Kernel] = &[").unwrap();
+    let mut shipped: Vec<(String, PathBuf, Variant)> = Vec::new();
     for path in &sources {
         println!("cargo:rerun-if-changed={}", path.display());
-        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let table = path.with_extension("variants");
-        if table.exists() {
+        let kernel = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let table = shaders.join(format!("{kernel}.axes.json"));
+        let axes = if table.exists() {
             println!("cargo:rerun-if-changed={}", table.display());
-            for (name, defines) in read_variants(&table) {
-                variants.push((name, path.clone(), defines));
-            }
+            read_axes(&table)
         } else {
-            variants.push((stem, path.clone(), Vec::new()));
+            Vec::new()
+        };
+        write!(out, "    Kernel {{ name: {kernel:?}, axes: &[").unwrap();
+        for axis in &axes {
+            let values: Vec<&str> = axis.values.iter().map(|v| v.value.as_str()).collect();
+            write!(out, "Axis {{ name: {:?}, values: &{values:?} }}, ", axis.axis).unwrap();
+        }
+        writeln!(out, "] }},").unwrap();
+        for variant in variants_of(&kernel, &axes) {
+            shipped.push((kernel.clone(), path.clone(), variant));
         }
     }
-    writeln!(out, "/// Shipped shaders: (name, GLSL source, defines, SPIR-V words).").unwrap();
-    writeln!(out, "pub const SHIPPED: &[(&str, &str, &[(&str, &str)], &[u32])] = &[").unwrap();
-    for (name, path, defines) in &variants {
+    writeln!(out, "];").unwrap();
+    writeln!(out, "/// The shipped shaders: every variant of every kernel, compiled.").unwrap();
+    writeln!(out, "pub const SHIPPED: &[Shipped] = &[").unwrap();
+    for (kernel, path, v) in &shipped {
         let source = std::fs::read_to_string(path).expect("read shader");
-        let words = compile(&compiler, &source, path, &includes, defines);
-        write!(out, "    ({name:?}, {source:?}, &{defines:?}, &[").unwrap();
+        let words = compile(&compiler, &source, path, &includes, &v.defines);
+        write!(
+            out,
+            "    Shipped {{ name: {:?}, kernel: {kernel:?}, choice: &{:?}, source: {source:?}, defines: &{:?}, spirv: &[",
+            v.name, v.choice, v.defines
+        )
+        .unwrap();
         for w in &words {
             write!(out, "{w},").unwrap();
         }
-        writeln!(out, "]),").unwrap();
+        writeln!(out, "] }},").unwrap();
     }
     writeln!(out, "];").unwrap();
     writeln!(out, "/// Shipped include files: (name, GLSL source).").unwrap();

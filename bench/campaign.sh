@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurement campaign on the H200 device machine (bench/README.md says how):
+# The measurement campaign on the H200 device machine (bench/README.md#running-a-campaign-on-an-offline-nvidia-machine):
 #   bash bench/campaign.sh probe    parity, info, one short timing per configuration
 #   bash bench/campaign.sh seed TAG CONFIG...   A/B pairs on the seed shape (docs/contract.md#reference-tables)
 #   bash bench/campaign.sh full     a full seed ordering, FP16-vs-FP32 divergence

@@ -1,4 +1,4 @@
--- f32 denormals on a real device: the counterexample table of docs/contract.md#subnormals
+-- f32 denormals on a real device : the counterexample table of docs/contract.md#subnormals
 -- section 2 through every method and shape, with the exact underflow path
 -- (must equal the mirror, [0,2,1]) and without it (the twin: on a device that
 -- flushes, [0,1,2]); then the shipped poems (which lack the certificate, so
@@ -9,7 +9,7 @@ local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
 
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
 local info = ctx.info
 print(string.format("device %s: denormals %s (preserve %s, flush %s); self-test saw them %s", info.name,
     info.denormals, tostring(info.denorm_preserve_f32), tostring(info.denorm_flush_f32), vk.denormals_seen(ctx)))
@@ -18,7 +18,7 @@ local path = os.tmpname()
 local f = assert(io.open(path, "w"))
 f:write("[[4.64458274e-39],[4.83849653e-05],[1.19138513e-05]]\n")
 f:close()
-local bad = divgpu.load_embeddings(path)
+local bad = assert(divgpu.load_embeddings(path))
 os.remove(path)
 local failed = 0
 local function check(name, ok, detail)
@@ -33,20 +33,20 @@ local shapes = { { method = "direct" }, { method = "gram" }, { method = "direct"
                  { method = "direct", precision = "fp16-exact" } }
 for _, o in ipairs(shapes) do
     local name = (o.shape or "baseline") .. " " .. o.method .. " " .. (o.layout or "") .. " " .. (o.precision or "")
-    local r, stats = driver.run{ ctx = ctx, embeddings = bad, starts = start0, length = 3, method = o.method,
-        shape = o.shape, tile_size = o.tile_size, layout = o.layout, precision = o.precision }
+    local r, stats = assert(driver.run{ ctx = ctx, embeddings = bad, starts = start0, length = 3, method = o.method,
+        shape = o.shape, tile_size = o.tile_size, layout = o.layout, precision = o.precision })
     check("counterexample, " .. name, seq(r) == "0,2,1", seq(r) .. " (" .. tostring(stats.underflow) .. ")")
-    local twin = driver.run{ ctx = ctx, embeddings = bad, starts = start0, length = 3, method = o.method,
-        shape = o.shape, tile_size = o.tile_size, layout = o.layout, precision = o.precision, exact_underflow = false }
+    local twin = assert(driver.run{ ctx = ctx, embeddings = bad, starts = start0, length = 3, method = o.method,
+        shape = o.shape, tile_size = o.tile_size, layout = o.layout, precision = o.precision, exact_underflow = false })
     print(string.format("%-60s %s", "  without the exact path (informational)", seq(twin)))
 end
 
-local e = divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json")
+local e = assert(divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json"))
 local starts = divgpu.array("u32", 256)
 for i = 1, 256 do starts[i] = i - 1 end
 local cpu = divgpu.mirror(e, starts, e.n)
 for _, method in ipairs{ "gram", "direct" } do
-    local r, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = e.n, method = method }
+    local r, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = starts, length = e.n, method = method })
     local d = divgpu.first_difference(r, cpu, e.n)
     check(string.format("poems, 256 starts in full, %s (%.2f s GPU)", method, stats.gpu_seconds), not d,
         d and string.format("sequence %d step %d", d.row, d.step) or stats.underflow)

@@ -1,6 +1,6 @@
 # Sourced by the device campaigns (bench/campaign.sh, bench/gram_campaign.sh):
 # unpacks the carried .gl debs (Vulkan loader, libglvnd, LuaJIT, lua-argparse;
-# bench/README.md) and sets the paths and the NVIDIA driver file.
+# bench/README.md#running-a-campaign-on-an-offline-nvidia-machine) and sets the paths and the NVIDIA driver file.
 for f in .gl/libvulkan1*.deb .gl/libglvnd0*.deb .gl/libegl1*.deb .gl/libopengl0*.deb \
          .gl/libgl1*.deb .gl/libglx0*.deb .gl/libgles2*.deb; do dpkg -x "$f" /; done
 ldconfig

@@ -7,7 +7,7 @@ local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
 
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
 print(string.format("device %s, driver %s %s, fma %s", ctx.info.name, ctx.info.driver, ctx.info.driver_info,
     vk.fma_mode(ctx)))
 local failures = 0
@@ -23,10 +23,10 @@ end
 local function run(e, starts, L, o)
     o.ctx, o.embeddings, o.starts, o.length = ctx, e, starts, L
     o.method = o.method or "direct"
-    return (driver.run(o))
+    return (assert(driver.run(o)))
 end
 
-local poems = divgpu.load_embeddings(arg[1] or "assets/embeddings/all-MiniLM-L6-v2/embeddings.json")
+local poems = assert(divgpu.load_embeddings(arg[1] or "assets/embeddings/all-MiniLM-L6-v2/embeddings.json"))
 local all = range(0, poems.n)
 local ref100 = divgpu.mirror(poems, all, 100)
 check("poems: baseline fp32, every sequence, 100 steps",
@@ -37,28 +37,28 @@ check("poems: baseline fp32, 16 sequences in full",
 -- The twins run on near-ties: on the 2,103 poems neither an unfused chain
 -- nor a half-rounded centroid changed a winner (H200: every start x 100
 -- steps, and 16 full orderings), so a twin there would prove nothing.
-local near = divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }
+local near = assert(divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 })
 local near_starts = range(0, 32)
 local near_ref = divgpu.mirror(near, near_starts, 300)
 check("near-ties: baseline fp32 identical",
     divgpu.first_difference(run(near, near_starts, 300, {}), near_ref, 300) == nil)
 for perturb, what in ipairs{ "an unfused chain", "a centroid rounded through half precision" } do
     check("twin: " .. what .. " is caught on near-ties", divgpu.first_difference(
-        run(near, near_starts, 300, { spirv = vk.shader(ctx, "baseline", { DIVGPU_PERTURB = perturb }) }),
+        run(near, near_starts, 300, { spirv = assert(vk.shader(ctx, "baseline", { DIVGPU_PERTURB = perturb })) }),
         near_ref, 300) ~= nil)
 end
 -- Exact ties everywhere (D = 1): the tie rule's twin.
-local flat = divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 }
+local flat = assert(divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 })
 local flat_starts = range(0, 50)
 check("twin: ties broken towards the larger index are caught (D = 1)", divgpu.first_difference(
-    run(flat, flat_starts, 50, { spirv = vk.shader(ctx, "baseline", { DIVGPU_PERTURB = 3 }) }),
+    run(flat, flat_starts, 50, { spirv = assert(vk.shader(ctx, "baseline", { DIVGPU_PERTURB = 3 })) }),
     divgpu.mirror(flat, flat_starts, 50), 50) ~= nil)
 check("twin: fp16-exact with a shrunk bound is caught", divgpu.first_difference(
     run(poems, all, 100, { precision = "fp16-exact",
-                           spirv = vk.shader(ctx, "baseline-fp16-exact", { DIVGPU_BOUND_SCALE = "1e-9" }) }),
+                           spirv = assert(vk.shader(ctx, "baseline-fp16-exact", { DIVGPU_BOUND_SCALE = "1e-9" })) }),
     ref100, 100) ~= nil)
 
-local ci = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 6 }
+local ci = assert(divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 6 })
 local s64 = range(0, 64)
 local ref = divgpu.mirror(ci, s64, 64)
 for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Gram method's campaign on the H200 device machine (bench/README.md says how),
+# The Gram method's campaign on the H200 device machine (bench/README.md#running-a-campaign-on-an-offline-nvidia-machine),
 # with the PyTorch peers (bench/peers/) in the same run:
 #   bash bench/gram_campaign.sh sanity    info, gram parity on the device, seed batch by gram
 #   bash bench/gram_campaign.sh seed      seed batch, full length: gram, direct (columns), torch direct, torch f64 Gram

@@ -1,4 +1,4 @@
--- Gram's bytes against the roof: runs the seed
+-- Gram's bytes against the roof (the Gram method's measurement list): runs the seed
 -- batch (or any table) with gram in process and prints one JSON line with the
 -- GPU time, the bytes of G and of the approx state the kernel must move, their
 -- rates, and the window-size histogram. bench/peers/ceilings.py measures the
@@ -7,17 +7,17 @@
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
-local gram = require "divgpu.gram"
+local gram = require "divgpu.methods.gram"
 
-local e = divgpu.load_embeddings(assert(arg[1], "usage: gram_roofline.lua EMBEDDINGS A:B [LENGTH]"))
+local e = assert(divgpu.load_embeddings(assert(arg[1], "usage: gram_roofline.lua EMBEDDINGS A:B [LENGTH]")))
 local a, b = assert(arg[2], "A:B"):match("^(%d+):(%d+)$")
 a, b = tonumber(a), tonumber(b)
 local n = e.n
 local length = tonumber(arg[3]) or n
 local starts = divgpu.array("u32", b - a)
 for i = 1, b - a do starts[i] = a + i - 1 end
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
-local _, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = length, method = "gram" }
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
+local _, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = starts, length = length, method = "gram" })
 
 -- Step t (1 .. L-1) of a sequence visits the N - t unmasked candidates: it
 -- reads one G entry (4 B) of each, reads and writes approx (8 + 8 B) in pass A

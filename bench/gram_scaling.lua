@@ -9,13 +9,13 @@ local driver = require "divgpu.driver"
 local max_n = tonumber(arg[1]) or 131072
 local sequences = tonumber(arg[2]) or 4096
 local steps = tonumber(arg[3]) or 256
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
 local n = 8192
 while n <= max_n do
-    local e = divgpu.synth{ n = n, dim = 768, clusters = 16, seed = 1 }
+    local e = assert(divgpu.synth{ n = n, dim = 768, clusters = 16, seed = 1 })
     local starts = divgpu.array("u32", sequences)
     for i = 1, sequences do starts[i] = i - 1 end
-    local _, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = steps + 1, method = "gram" }
+    local _, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = starts, length = steps + 1, method = "gram" })
     local g = stats.gram
     print(string.format('{"n": %d, "dim": 768, "sequences": %d, "steps": %d, "build_seconds": %.4f, '
         .. '"gpu_seconds": %.4f, "wall_seconds": %.4f, "us_per_step": %.2f, "mean_window": %.4f, '

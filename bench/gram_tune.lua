@@ -15,9 +15,10 @@
 --   checkg               compare rows of G' with the host's reference first
 --   repeat=3             runs of this configuration (the best is reported too)
 local divgpu = require "divgpu"
+local testing = require "divgpu.testing"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
-local gram = require "divgpu.gram"
+local gram = require "divgpu.methods.gram"
 
 local function usage() error("usage: gram_tune.lua TABLE A:B LENGTH CONFIG...", 0) end
 local spec, range, length_arg = arg[1], arg[2], arg[3]
@@ -25,14 +26,14 @@ if not (spec and range and length_arg) then usage() end
 
 local function load_table(s)
     local n, d = s:match("^synth:(%d+):(%d+)$")
-    if n then return divgpu.synth{ n = tonumber(n), dim = tonumber(d), clusters = 16, seed = 1 } end
-    return divgpu.load_embeddings(s)
+    if n then return assert(divgpu.synth{ n = tonumber(n), dim = tonumber(d), clusters = 16, seed = 1 }) end
+    return assert(divgpu.load_embeddings(s))
 end
 
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
-local t_load = driver.now()
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
+local t_load = divgpu.clock.now()
 local e = load_table(spec)
-local load_seconds = driver.now() - t_load
+local load_seconds = divgpu.clock.now() - t_load
 local a, b = range:match("^(%d+):(%d+)$")
 a, b = tonumber(a), tonumber(b)
 local starts = divgpu.array("u32", b - a)
@@ -73,7 +74,7 @@ local function check_g(job)
     for _, i in ipairs{ 0, 1, math.floor(n / 2), n - 1 } do
         local block = job.g_blocks[math.floor(i / job.block_rows) + 1]
         local got = block:read("f32", n, (i % job.block_rows) * n * 4)
-        local want = divgpu.scaled_gram_rows(e, i, 1)
+        local want = testing.scaled_gram_rows(e, i, 1)
         for j = 1, n do
             if got[j] ~= want[j] then return string.format("row %d column %d: GPU %.9g, host %.9g", i, j - 1, got[j], want[j]) end
         end
@@ -94,13 +95,13 @@ for k = 4, #arg do
     end
     for r = 1, tonumber(c["repeat"] or 1) do
         local ok, err = pcall(function()
-            local t0 = driver.now()
-            local job = gram.job(ctx, e, { workgroup_size = opts.workgroup_size, reg_slots = opts.reg_slots,
+            local t0 = divgpu.clock.now()
+            local job = assert(gram.job(ctx, e, { workgroup_size = opts.workgroup_size, reg_slots = opts.reg_slots,
                                            shared_slots = opts.shared_slots, build_tiling = opts.build_tiling,
-                                           defines = opts.gram_defines })
-            local job_seconds = driver.now() - t0
+                                           defines = opts.gram_defines }))
+            local job_seconds = divgpu.clock.now() - t0
             local g_check = c.checkg and check_g(job) or nil
-            local out, stats = driver.run{ ctx = ctx, job = job, embeddings = e, starts = starts, length = length }
+            local out, stats = assert(driver.run{ ctx = ctx, job = job, embeddings = e, starts = starts, length = length })
             local parity = "floor (not exact)"
             if not c.floor then
                 if not reference then

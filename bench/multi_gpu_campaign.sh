@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Several GPUs in one process, on the two-H200 device machine (kind
-# nvidia-h200-x2; bench/README.md's recipe):
+# nvidia-h200-x2; bench/README.md's recipe for an offline NVIDIA machine):
 #   bash bench/multi_gpu_campaign.sh sanity   info; 2 devices vs 1 on a small job (cmp)
 #   bash bench/multi_gpu_campaign.sh gram     all 8,359 starts, full length, gram: 1 device vs
 #                                             --device all, PAIRS alternating pairs (default 3)

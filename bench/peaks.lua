@@ -11,7 +11,7 @@ local vk = require "divgpu.vk_compute"
 
 local quick = arg[1] == "--quick"
 local REPEATS = quick and 1 or 5
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
 local info = ctx.info
 
 local function source(file)
@@ -41,10 +41,10 @@ end
 local function best_time(record)
     local best = math.huge
     for r = 0, REPEATS do
-        local rec = ctx:recorder()
+        local rec = assert(ctx:recorder())
         record(rec)
-        rec:submit()
-        local t = rec:wait()
+        assert(rec:submit())
+        local t = assert(rec:wait())
         if r > 0 or t > 0.5 then best = math.min(best, t) end
         if t > 0.5 then break end
     end
@@ -68,10 +68,10 @@ end
 
 -- SIMT fma, f32 and f64.
 for _, ty in ipairs{ "float", "double" } do measure("fma_peak", function()
-    local spirv = divgpu.compile(source("fma_peak.comp"), { name = "fma_peak_" .. ty, defines = { TYPE = ty } })
-    local pipeline = ctx:pipeline{ spirv = spirv, name = "fma_peak_" .. ty }
-    local out = ctx:buffer(GROUPS * 256 * 8, "fma peak out")
-    local group = ctx:bind(pipeline, { out })
+    local spirv = assert(divgpu.shaders.compile(source("fma_peak.comp"), { name = "fma_peak_" .. ty, defines = { TYPE = ty } }))
+    local pipeline = assert(ctx:pipeline{ spirv = spirv, name = "fma_peak_" .. ty })
+    local out = assert(ctx:buffer(GROUPS * 256 * 8, "fma peak out"))
+    local group = assert(ctx:bind(pipeline, { out }))
     local iterations = quick and 4 or (ty == "float" and 4096 or 2048)
     local t = best_time(function(rec) rec:dispatch(group, { iterations, 7 }, GROUPS) end)
     local flops = GROUPS * 256 * iterations * 16 * 8 * 2
@@ -82,14 +82,14 @@ end) end
 -- Copy: one large device-to-device copy, bytes read + written.
 measure("copy", function()
     local bytes = math.min(quick and 2 ^ 24 or 2 ^ 31, info.max_memory_allocation_size)
-    local a, b = ctx:buffer(bytes, "copy from"), ctx:buffer(bytes, "copy to")
+    local a, b = assert(ctx:buffer(bytes, "copy from")), assert(ctx:buffer(bytes, "copy to"))
     a:fill(0x3f800000)
     local t = best_time(function(rec) rec:copy(a, b) end)
     emit{ kind = "copy", how = "vkCmdCopyBuffer", bytes = bytes, seconds = t, tb_per_s = 2 * bytes / t / 1e12,
           device = info.name }
-    local spirv = divgpu.compile(source("copy.comp"), { name = "copy" })
-    local pipeline = ctx:pipeline{ spirv = spirv, name = "copy" }
-    local group = ctx:bind(pipeline, { a, b })
+    local spirv = assert(divgpu.shaders.compile(source("copy.comp"), { name = "copy" }))
+    local pipeline = assert(ctx:pipeline{ spirv = spirv, name = "copy" })
+    local group = assert(ctx:bind(pipeline, { a, b }))
     local groups = quick and 16 or 132 * 32
     t = best_time(function(rec) rec:dispatch(group, { bytes / 16 }, groups) end)
     emit{ kind = "copy", how = "shader", bytes = bytes, seconds = t, tb_per_s = 2 * bytes / t / 1e12, device = info.name }
@@ -104,12 +104,12 @@ for _, s in ipairs(info.cooperative_matrix) do
         local defines = { A_TYPE = a_type, C_TYPE = c_type, M = tostring(s.m), N = tostring(s.n), K = tostring(s.k) }
         local shape = string.format("%dx%dx%d %s->%s", s.m, s.n, s.k, s.a, s.c)
         local ok, err = pcall(function()
-            local spirv = divgpu.compile(source("coopmat_peak.comp"), { name = "coopmat_peak", defines = defines })
-            local pipeline = ctx:pipeline{ spirv = spirv, name = "coopmat_peak " .. shape }
-            local inputs = ctx:buffer(4096, "coopmat inputs")
+            local spirv = assert(divgpu.shaders.compile(source("coopmat_peak.comp"), { name = "coopmat_peak", defines = defines }))
+            local pipeline = assert(ctx:pipeline{ spirv = spirv, name = "coopmat_peak " .. shape })
+            local inputs = assert(ctx:buffer(4096, "coopmat inputs"))
             inputs:fill(FILL[s.a])
-            local outputs = ctx:buffer(64 * s.m * s.n * 4, "coopmat outputs")
-            local group = ctx:bind(pipeline, { inputs, outputs })
+            local outputs = assert(ctx:buffer(64 * s.m * s.n * 4, "coopmat outputs"))
+            local group = assert(ctx:bind(pipeline, { inputs, outputs }))
             local iterations = quick and 4 or 256
             local t = best_time(function(rec) rec:dispatch(group, { iterations }, GROUPS) end)
             local ops = GROUPS * 4 * iterations * 8 * 4 * 2 * s.m * s.n * s.k  -- 4 subgroups, UNROLL 8, ACC 4
@@ -121,17 +121,17 @@ for _, s in ipairs(info.cooperative_matrix) do
             -- candidates (the rate, not the whole product, is the question).
             local rows, cols, dim = quick and 64 or 4096, quick and 256 or 32768, 768
             local bytes = s.a == "f16" and 2 or 1
-            local q = ctx:buffer(rows * dim * bytes, "coopmat Q")
-            local e = ctx:buffer(cols * dim * bytes, "coopmat E")
+            local q = assert(ctx:buffer(rows * dim * bytes, "coopmat Q"))
+            local e = assert(ctx:buffer(cols * dim * bytes, "coopmat E"))
             q:fill(FILL[s.a])
             e:fill(FILL[s.a])
             local tr, tc = 2, 4
             local gemm_defines = { A_TYPE = a_type, C_TYPE = c_type, M = tostring(s.m), N = tostring(s.n),
                                    K = tostring(s.k), TR = tostring(tr), TC = tostring(tc) }
-            local gspirv = divgpu.compile(source("coopmat_gemm.comp"), { name = "coopmat_gemm", defines = gemm_defines })
-            local gpipe = ctx:pipeline{ spirv = gspirv, name = "coopmat_gemm " .. shape }
-            local gout = ctx:buffer(1024 * s.m * s.n * 4, "coopmat gemm out")
-            local ggroup = ctx:bind(gpipe, { q, e, gout })
+            local gspirv = assert(divgpu.shaders.compile(source("coopmat_gemm.comp"), { name = "coopmat_gemm", defines = gemm_defines }))
+            local gpipe = assert(ctx:pipeline{ spirv = gspirv, name = "coopmat_gemm " .. shape })
+            local gout = assert(ctx:buffer(1024 * s.m * s.n * 4, "coopmat gemm out"))
+            local ggroup = assert(ctx:bind(gpipe, { q, e, gout }))
             local subgroups = (rows / (s.m * tr)) * (cols / (s.n * tc))
             local gt = best_time(function(rec) rec:dispatch(ggroup, { rows, cols, dim }, math.ceil(subgroups / 4)) end)
             emit{ kind = "coopmat_gemm", shape = shape, rows = rows, cols = cols, dim = dim, seconds = gt,

@@ -25,20 +25,20 @@ local a, b = starts_spec:match("^(%d+):(%d+)$")
 a, b = tonumber(a), tonumber(b)
 if not a then io.stderr:write("serve_run: STARTS must be A:B\n"); os.exit(2) end
 
-local e = divgpu.load_embeddings(path)
+local e = assert(divgpu.load_embeddings(path))
 local starts = divgpu.array("u32", b - a)
 for i = 1, b - a do starts[i] = a + i - 1 end
-local ctx = vk.open{}
+local ctx = assert(vk.open{})
 io.stdout:write("ready\n"); io.stdout:flush()
 
 local k = 0
 for line in io.lines() do
     if line ~= "run" then io.stderr:write("serve_run: unknown command '", line, "'\n"); os.exit(2) end
     k = k + 1
-    local result, stats = driver.run{ ctx = ctx, embeddings = e, starts = starts, length = length,
-                                      method = method, workgroup_size = tonumber(os.getenv("DIVGPU_WORKGROUP")) }
+    local result, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = starts, length = length,
+                                      method = method, workgroup_size = tonumber(os.getenv("DIVGPU_WORKGROUP")) })
     local out = string.format("%s.%d.json", prefix, k)
-    divgpu.write_cache(out, { contract = "fp32", table = e, length = length, sequences = result })
+    assert(divgpu.files.write_cache(out, { contract = "fp32", table = e, length = length, sequences = result }))
     io.stdout:write(string.format('{"seconds": %.6f, "gpu_seconds": %.6f, "method": "%s", "out": "%s"}\n',
         stats.wall_seconds, stats.gpu_seconds, stats.method, out))
     io.stdout:flush()

@@ -9,8 +9,8 @@ local driver = require "divgpu.driver"
 
 local pairs_n = tonumber(arg[1]) or 12
 local direct_starts = tonumber(arg[2]) or 512
-local ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") }
-local e = divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json")
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
+local e = assert(divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json"))
 local function starts(k)
     local s = divgpu.array("u32", k)
     for i = 1, k do s[i] = i - 1 end
@@ -18,8 +18,8 @@ local function starts(k)
 end
 for _, m in ipairs{ { method = "gram", starts = starts(e.n) }, { method = "direct", starts = starts(direct_starts) } } do
     local function once(exact)
-        local r, stats = driver.run{ ctx = ctx, embeddings = e, starts = m.starts, length = e.n, method = m.method,
-                                     exact_underflow = exact }
+        local r, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = m.starts, length = e.n, method = m.method,
+                                     exact_underflow = exact })
         return r, stats.gpu_seconds
     end
     local ref = once(true)

@@ -67,7 +67,7 @@ done
 # sequence, a part, fp16, sequences of one item, the longest version).
 cargo test --release --locked --no-default-features --features gpu,plot --lib \
     contract::fuzz::tests::write_binary_seeds -- --ignored --exact >/dev/null
-# The bare-array shape of SPEC section 4, and numeric ids.
+# The bare-array shape of docs/formats.md#embeddings-table, and numeric ids.
 printf '[[1, 0.5], [-2e-3, 4]]\n' >"$out/embeddings_json/bare.json"
 printf '{"ids": [7, "b"], "titles": ["x", "y"], "embeddings": [[1e-40, 2], [3, 4]]}\n' >"$out/embeddings_json/ids.json"
 ls -l "$out"/*

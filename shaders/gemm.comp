@@ -63,7 +63,7 @@ layout(push_constant) uniform Push {
 #define LOAD_EMB(i) emb[i]
 
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };   // the table, rows or columns
-layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; }; // [N], from the host
+layout(std430, set = 0, binding = 1) readonly buffer InvNorm { float inv_norm[]; }; // [N], from the host
 layout(std430, set = 0, binding = 2) buffer Centroids { double csum[]; };           // [S][D], f64 sums
 layout(std430, set = 0, binding = 3) buffer Centers { float centers[]; };           // [D][S], c = (f32) csum
 layout(std430, set = 0, binding = 4) buffer Masks { uint mask[]; };                 // [S][ceil(N/32)] chosen bits

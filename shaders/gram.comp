@@ -83,7 +83,7 @@ layout(push_constant) uniform Push {
 #define LOAD_EMB(i) emb[i]
 
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };       // the table, rows or columns
-layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; };    // [N], from the host
+layout(std430, set = 0, binding = 1) readonly buffer InvNorm { float inv_norm[]; };     // [N], from the host
 layout(std430, set = 0, binding = 2) readonly buffer RowNorms { double row_norm[]; };   // [N], upper bounds of |E_j|
 // The job's bound factors (gram.md, section 4): P >= max_j inv_j |E_j|, Imax = max_j inv_j.
 layout(std430, set = 0, binding = 3) readonly buffer JobFactors { double job_factor[]; };

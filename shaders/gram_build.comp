@@ -62,7 +62,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };     // [N][D], rows
-layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; };  // [N], from the host
+layout(std430, set = 0, binding = 1) readonly buffer InvNorm { float inv_norm[]; };   // [N], from the host
 layout(std430, set = 0, binding = 2) readonly buffer GBlocks { uvec2 g_block[]; };    // device addresses of G''s blocks
 
 layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer GRow { float g[]; };

@@ -1,12 +1,12 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Device self-test of the arithmetic the fp32 contract relies on
-// (docs/contract.md#fp32-chain). The host computes the same operations and compares bits; a
-// device whose f32 multiply, f64 -> f32 conversion or f64 add is not
-// correctly rounded, or whose fma() is not fused and whose f64 emulation of
-// it is not exact either, gets a clear error instead of silently different
-// output. A device with an unfused fma() but exact emulation runs the
-// emulated chain (DIVGPU_FMA_EMULATED).
+// (docs/contract.md#rules-for-implementations). The host computes the same
+// operations and compares bits; a device whose f32 multiply, f64 -> f32
+// conversion or f64 add is not correctly rounded, or whose fma() is not fused
+// and whose f64 emulation of it is not exact either, gets a clear error
+// instead of silently different output. A device with an unfused fma() but
+// exact emulation runs the emulated chain (DIVGPU_FMA_EMULATED).
 layout(local_size_x = 64) in;
 
 layout(push_constant) uniform Push { uint cases; } pc;

@@ -62,7 +62,7 @@ layout(push_constant) uniform Push {
 #define LOAD_EMB(i) emb[i]
 
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };        // [N][D], rows
-layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; };     // [N]
+layout(std430, set = 0, binding = 1) readonly buffer InvNorm { float inv_norm[]; };     // [N]
 layout(std430, set = 0, binding = 2) readonly buffer JobFactors { double job_factor[]; }; // P, Imax, Q2, Q3, Ehat, R
 layout(std430, set = 0, binding = 3) readonly buffer TableSlices { uint table_slice[]; }; // [3][item_rows][words], int8 x 4
 layout(std430, set = 0, binding = 4) readonly buffer Exponents { int table_exponent[]; }; // [N]: sigma_j = 2^e

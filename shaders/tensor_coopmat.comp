@@ -28,7 +28,7 @@ layout(push_constant) uniform Push {
     uint tiles;       // ceil(N / 64): the partials a sequence has
 } pc;
 
-layout(std430, set = 0, binding = 0) readonly buffer InvNorms { float inv_norm[]; };
+layout(std430, set = 0, binding = 0) readonly buffer InvNorm { float inv_norm[]; };
 layout(std430, set = 0, binding = 1) readonly buffer TableSlices { int8_t table_slice[]; };       // [3][item_rows][row_bytes]
 layout(std430, set = 0, binding = 2) readonly buffer Exponents { int table_exponent[]; };
 layout(std430, set = 0, binding = 3) readonly buffer CentroidSlices { int8_t centroid_slice[]; }; // [3][seq_rows][row_bytes]

@@ -6,7 +6,8 @@
 //! happened, so a user (and a test) can tell them apart: "GPU device lost",
 //! "out of device memory" / "out of host memory", "GPU timeout". Misuse of
 //! the API (wrong sizes, objects of two contexts, offsets past a buffer) is
-//! `Usage`, and its message names the object and the rule broken.
+//! `Usage`, and its message names the object and the rule broken: the Lua
+//! API raises it, and returns every other kind as `nil, message`.
 
 use ash::vk;
 
@@ -38,9 +39,15 @@ pub enum Error {
     #[error("{0}")]
     Shader(String),
     /// The API was used wrongly (sizes, bindings, limits, offsets, objects of
-    /// two contexts): the message names the object and the rule.
+    /// two contexts): the message names the object and the rule. The only
+    /// kind the Lua API raises; every other is returned as `nil, message`.
     #[error("{0}")]
     Usage(String),
+    /// What the files or the system refuse, the message ready: an output
+    /// that cannot be written there, a checkpoint whose earlier commit
+    /// failed, signal handlers that cannot be installed.
+    #[error("{0}")]
+    Refused(String),
     /// An input file is wrong: the path and what is wrong with it (row, column).
     #[error("{path}: {msg}")]
     Input { path: String, msg: String },

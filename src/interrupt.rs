@@ -28,11 +28,11 @@ static CAUGHT: AtomicUsize = AtomicUsize::new(0);
 static INSTALLED: Mutex<bool> = Mutex::new(false);
 
 fn install() -> Result<()> {
-    let mut installed = INSTALLED.lock().map_err(|_| Error::Usage("signal handlers: lock poisoned".into()))?;
+    let mut installed = INSTALLED.lock().map_err(|_| Error::Refused("signal handlers: lock poisoned".into()))?;
     if *installed {
         return Ok(());
     }
-    let failed = |e: std::io::Error| Error::Usage(format!("cannot install the SIGINT/SIGTERM handlers: {e}"));
+    let failed = |e: std::io::Error| Error::Refused(format!("cannot install the SIGINT/SIGTERM handlers: {e}"));
     for sig in [SIGINT, SIGTERM] {
         // SAFETY: sets the disposition to the default (no handler code is
         // involved); signal-hook then chains to nothing but the default.

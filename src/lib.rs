@@ -29,3 +29,11 @@ pub mod vk;
 fn divgpu(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
     lua_api::module(lua)
 }
+
+/// `require "divgpu.testing"`: the test hooks (LuaJIT finds this entry in
+/// divgpu.so by the module's name).
+#[cfg(feature = "lua")]
+#[mlua::lua_module(skip_memory_check)]
+fn divgpu_testing(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
+    lua_api::testing_module(lua)
+}

@@ -1,4 +1,4 @@
-//! The device self-test of SPEC section 2: one tiny dispatch whose inputs give
+//! The device self-test of docs/contract.md#rules-for-implementations: one tiny dispatch whose inputs give
 //! different answers fused and unfused (and exercise the other roundings the
 //! contract relies on), compared bit for bit with the host.
 
@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::shaders;
 use crate::vk::buffer::Buffer;
 use crate::vk::commands::Recorder;
-use crate::vk::context::Device;
+use crate::vk::device::Device;
 use crate::vk::float_controls::Denormals;
 use crate::vk::pipeline::{BindGroup, Pipeline};
 
@@ -91,7 +91,7 @@ pub fn run(device: &Arc<Device>) -> Result<SelfTest> {
     let n = f.len().min(d.len());
     let variant = if device.info.denormals == Denormals::FlushEmulated { "selftest-flush" } else { "selftest" };
     let shader = shaders::shipped(variant)?;
-    let pipeline = Pipeline::new(device, "selftest", shader.spirv, &[])?;
+    let pipeline = Pipeline::new(device, "selftest", shader.spirv, &[], None)?;
     let f_bytes: Vec<u8> = f[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let d_bytes: Vec<u8> = d[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let f_buf = Buffer::storage(device, f_bytes.len() as u64, "selftest f32 inputs")?;

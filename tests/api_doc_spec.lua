@@ -1,13 +1,16 @@
 -- docs/api.md documents every function the module exports, with its
 -- signature and its error behaviour, and documents nothing that does not
--- exist. The exports are read at run time: the native module's table (the
--- shipped build and the fault-injection build), every lua/divgpu/*.lua
--- module's table, and the native objects' methods and fields, which Lua
--- cannot list (mlua hides their metatables), as src/lua_api/*.rs registers
--- them; those are then confirmed on real objects. The twins: an undocumented
--- export injected into the module, an entry dropped from the page, an entry
--- for nothing, an entry without its Errors line; each must be reported.
+-- exist. The exports are read at run time: the native module's table and
+-- its sub-tables, the test hooks (`require "divgpu.testing"`, of the shipped
+-- build and of the fault-injection build), every lua/divgpu/ module's table
+-- (kernels/ holds descriptors: data), the native objects' methods (as the
+-- module registered them) and their fields, which Lua cannot list (mlua
+-- hides their metatables), as src/lua_api/*.rs registers them; those are
+-- then confirmed on real objects. The twins: an undocumented export injected
+-- into the module, an entry dropped from the page, an entry for nothing, an
+-- entry without its Errors line; each must be reported.
 local divgpu = require "divgpu"
+local testing = require "divgpu.testing"
 local h = require "tests.helpers"
 
 local DOC = "docs/api.md"
@@ -68,16 +71,28 @@ local function add(exports, name, kind, extra)
     exports[#exports + 1] = e
 end
 
---- The native module's exports: the shipped build's keys and the fault build's.
-local function native_exports(exports, module, fault_module)
-    for key, value in pairs(module) do
-        add(exports, "divgpu." .. key, type(value) == "function" and "function" or "value")
-    end
-    for key, value in pairs(fault_module) do
-        if module[key] == nil then
-            add(exports, "divgpu." .. key, type(value) == "function" and "function" or "value", { fault_only = true })
+--- The exports of one native table (the module, a sub-table, the test
+--- hooks) under `prefix`: functions, and values; a sub-table with functions
+--- is listed in turn. `known` (the shipped build's) marks the others fault_only.
+local function table_exports(exports, prefix, t, known)
+    for key, value in pairs(t) do
+        local name = prefix .. "." .. key
+        local other = known and known[key]
+        if type(value) == "table" and not value[1] and next(value) ~= nil then
+            table_exports(exports, name, value, known and (type(other) == "table" and other or {}) or nil)
+        elseif not known or other == nil then
+            add(exports, name, type(value) == "function" and "function" or "value", { fault_only = known ~= nil })
         end
     end
+end
+
+--- The native module's exports and its test hooks: the shipped build's, and
+--- those only the fault build has.
+local function native_exports(exports, module, fault)
+    table_exports(exports, "divgpu", module)
+    table_exports(exports, "divgpu.testing", testing)
+    table_exports(exports, "divgpu", fault.module, module)
+    table_exports(exports, "divgpu.testing", fault.testing, testing)
 end
 
 --- A Lua module's exports; a table of functions (a class) exports them too.
@@ -99,22 +114,30 @@ local function module_exports(exports, name, module)
     end
 end
 
---- Every lua/divgpu/*.lua module, by listing the folder (descriptors in
---- lua/divgpu/kernels/ are data, documented with kernel.new).
+--- Every lua/divgpu/ module ("driver", "methods.gram"), by listing the
+--- folder. Descriptors in lua/divgpu/kernels/ are data, documented with
+--- divgpu.kernel; lua/divgpu/cli/ holds the command line's parts, which are
+--- no API (docs/cli.md is the command line's page; divgpu.cli.main is here).
 local function lua_module_names()
     local names = {}
-    for _, file in ipairs(lines_of("ls lua/divgpu")) do
-        local name = file:match("^([%w_]+)%.lua$")
-        if name then names[#names + 1] = name end
+    for _, file in ipairs(lines_of("cd lua/divgpu && find . -name '*.lua' -not -path './kernels/*' -not -path './cli/*' | sort")) do
+        local name = file:match("^%./(.+)%.lua$")
+        if name then names[#names + 1] = name:gsub("/", ".") end
     end
     assert(#names > 0, "no Lua modules found in lua/divgpu")
     return names
 end
 
---- The methods and fields src/lua_api/*.rs registers, by native type:
+--- The methods the module registered (testing.userdata_methods) and the
+--- fields src/lua_api/*.rs registers, by native type:
 --- { Type = { { member, "method" | "field" }, ... } }.
 local function userdata_members()
     local types = {}
+    for native, names in pairs(testing.userdata_methods()) do
+        local members = {}
+        for _, name in ipairs(names) do members[#members + 1] = { name, "method" } end
+        types[native] = members
+    end
     for _, file in ipairs(lines_of("ls src/lua_api/*.rs")) do
         local text = read(file)
         -- Each `impl UserData for T` block runs to the next one (or the file's end).
@@ -123,7 +146,6 @@ local function userdata_members()
         for i, s in ipairs(starts) do
             local block = text:sub(s[1], starts[i + 1] and starts[i + 1][1] - 1 or #text)
             local members = types[s[2]] or {}
-            for member in block:gmatch("add_method_?m?u?t?%(%s*\"([%w_]+)\"") do members[#members + 1] = { member, "method" } end
             for member in block:gmatch("add_field_method_get%(%s*\"([%w_]+)\"") do members[#members + 1] = { member, "field" } end
             types[s[2]] = members
         end
@@ -190,10 +212,12 @@ local function check(doc_text, exports, problems)
     return problems
 end
 
+--- The fault build's module and its test hooks (its two entry points).
 local function fault_module()
     local open, err = package.loadlib(FAULT_BUILD, "luaopen_divgpu")
     assert(open, FAULT_BUILD .. " cannot be loaded (make build/fault/divgpu.so builds it): " .. tostring(err))
-    return open()
+    local open_hooks = assert(package.loadlib(FAULT_BUILD, "luaopen_divgpu_testing"))
+    return { module = open(), testing = open_hooks() }
 end
 
 local function report(problems)
@@ -226,7 +250,7 @@ describe("docs/api.md", function()
         local problems = table.concat(check(dropped, exports), "\n")
         assert(plain_find(problems, "divgpu.open is exported but has no entry"), problems)
         assert(plain_find(problems, "divgpu.opened is documented but not exported"), problems)
-        local no_errors = doc_text:gsub("Errors: raises on an unknown device", "Raises on an unknown device", 1)
+        local no_errors = doc_text:gsub("Errors: raises on a bad option value", "Raises on a bad option value", 1)
         problems = table.concat(check(no_errors, exports), "\n")
         assert(plain_find(problems, "divgpu.open: no 'Errors:' line"), problems)
         local no_row = doc_text:gsub("\n| `cp` |[^\n]*", "", 1)
@@ -237,7 +261,7 @@ describe("docs/api.md", function()
     it("every native method and field the source registers exists on a real object", function()
         local ctx = h.ctx()
         local buf = ctx:buffer(16, "api doc probe")
-        local pipeline = ctx:pipeline{ spirv = divgpu.shader("loop_probe"), name = "api doc probe" }
+        local pipeline = ctx:pipeline{ spirv = divgpu.shaders.get("loop_probe"), name = "api doc probe" }
         local emb = divgpu.synth{ n = 8, dim = 2 }
         local starts = divgpu.array("u32", { 0 })
         local dir = h.tmpdir()
@@ -249,11 +273,11 @@ describe("docs/api.md", function()
         f:close()
         local objects = {
             Context = ctx, LuaBuffer = buf, LuaPipeline = pipeline, LuaRecorder = ctx:recorder(),
-            LuaBindGroup = ctx:bind(pipeline, { buf }), Spirv = divgpu.shader("baseline"), Embeddings = emb,
+            LuaBindGroup = ctx:bind(pipeline, { buf }), Spirv = divgpu.shaders.get("baseline"), Embeddings = emb,
             HostArray = starts,
-            CheckpointHandle = divgpu.checkpoint(dir .. "/out.json", { table = emb, length = 2, starts = starts }),
-            LockHandle = divgpu.lock(dir .. "/locked.json"),
-            OutputHandle = divgpu.output(dir .. "/written.txt"),
+            CheckpointHandle = divgpu.files.checkpoint(dir .. "/out.json", { table = emb, length = 2, starts = starts }),
+            LockHandle = divgpu.files.lock(dir .. "/locked.json"),
+            OutputHandle = divgpu.files.output(dir .. "/written.txt"),
         }
         local missing = {}
         for native, members in pairs(userdata_members()) do

@@ -19,7 +19,7 @@ grep -q "float64 yes" "$tmp/stdout" && ok "info shows features" || not_ok "info 
 
 expect_ok "run writes the cache" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/cache.json" --starts 0:40 --length 60 --quiet
 [ "$(cat "$tmp/stdout")" = "$tmp/cache.json" ] && ok "run prints the cache path" || not_ok "run prints the cache path" "$(cat "$tmp/stdout")"
-python3 - "$tmp/cache.json" <<'PY' && ok "cache has the SPEC fields" || not_ok "cache has the SPEC fields"
+python3 - "$tmp/cache.json" <<'PY' && ok "cache has the format's fields" || not_ok "cache has the format's fields"
 import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["format"] == "divgpu-diversity-cache" and c["version"] == 2 and c["contract"] == "fp32"
@@ -32,7 +32,7 @@ expect_ok "verify confirms the cache" $divgpu verify --embeddings "$tmp/e.json" 
 expect_ok "run with a list of starts and a small batch" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/list.json" --starts 7,3,299 --length 300 --batch 2 --quiet
 expect_ok "verify confirms full orderings" $divgpu verify --embeddings "$tmp/e.json" --cache "$tmp/list.json" --quiet
 
-# The two methods (SPEC section 8) write the same bytes; auto says which it picked and why.
+# The two methods (docs/contract.md#methods) write the same bytes; auto says which it picked and why.
 expect_ok "run --method direct" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/direct.json" --starts 0:40 --length 60 --method direct --quiet
 expect_ok "run --method gram" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/gram.json" --starts 0:40 --length 60 --method gram --quiet
 cmp -s "$tmp/direct.json" "$tmp/gram.json" && ok "gram and direct caches are byte-identical" || not_ok "gram and direct caches are byte-identical"
@@ -53,8 +53,8 @@ expect_ok "bench gram against direct" $divgpu bench gram direct:baseline --synth
 grep -q "^direct:baseline " "$tmp/stdout" && grep -q "^gram " "$tmp/stdout" && ok "bench lists both methods" || not_ok "bench lists both methods" "$(cat "$tmp/stdout")"
 expect_fail "bench --method gram with a direct shape" "--method gram runs the fp32 contract" \
     $divgpu bench --method gram baseline tiled --synth 200,16 --sequences 8 --steps 20 --pairs 1
-grep -q -- "--pairs <pairs> .*(default: 24)" <($divgpu bench --help | tr -s ' \n' ' ') && ok "bench defaults to SPEC section 7's 24 pairs" \
-    || not_ok "bench defaults to SPEC section 7's 24 pairs"
+grep -q -- "--pairs <pairs> .*(default: 24)" <($divgpu bench --help | tr -s ' \n' ' ') && ok "bench defaults to the contract's 24 pairs" \
+    || not_ok "bench defaults to the contract's 24 pairs"
 # In-flight comparisons by wall clock, the rest by GPU timestamps; JSON through dkjson.
 expect_ok "bench --json with another in-flight count" $divgpu bench direct:baseline direct:baseline:k1 direct:baseline:columns \
     --synth 200,16 --sequences 8 --steps 20 --pairs 2 --parity-sequences 4 --json
@@ -72,7 +72,7 @@ PY
 # outputs: one inside the sample, one past it (only GPU-vs-GPU can see that).
 parity_gate() {
     LUA_PATH="lua/?.lua;;" LUA_CPATH="build/?.so;;" luajit -e '
-        local divgpu, bench, cli = require "divgpu", require "divgpu.bench", require "divgpu.cli"
+        local divgpu, bench = require "divgpu", require "divgpu.cli.bench"
         local e = divgpu.synth{ n = 50, dim = 8, clusters = 4, seed = 2 }
         local starts, L = divgpu.array("u32", { 0, 1, 2, 3 }), 10
         local good = divgpu.mirror(e, starts, L)
@@ -84,8 +84,8 @@ parity_gate() {
         end
         local state = { mirrors = {}, references = {} }
         local function gate(name, out)
-            local ok, err = pcall(bench.parity, { name = name, contract = "fp32", table = e }, out, starts, L, 2, state, cli)
-            if not ok then print(type(err) == "table" and err.divgpu_user_error or tostring(err)) os.exit(1) end
+            local ok, err = pcall(bench.parity, { name = name, contract = "fp32", table = e }, out, starts, L, 2, state)
+            if not ok then print(tostring(err)) os.exit(1) end
         end
         gate("first", copy())
         gate("second", copy(tonumber(arg[1])))
@@ -183,11 +183,11 @@ expect_fail "bench configuration k0" "configuration 'baseline:k0': in flight k '
 expect_fail "bench configuration of an unknown shape" "configuration 'wide': shape 'wide' is not one of" $divgpu bench baseline wide --synth 200,16
 
 # An option that does not apply to the chosen method or shape is refused, saying so.
-expect_fail "--tile-size with shape baseline" "--tile-size applies to --shape tiled and tile-dispatch only, not to --shape baseline" \
+expect_fail "--tile-size with shape baseline" "--tile-size applies to --shape tile-dispatch and tiled only, not to --shape baseline" \
     "${run_keep[@]}" --tile-size 64
 expect_fail "--tile-size with method gram" "--tile-size applies to the direct method's tiled shapes, not to --method gram" \
     "${run_keep[@]}" --method gram --tile-size 64
-expect_fail "--measure-l2 with shape baseline" "--measure-l2 applies to --shape tiled" "${run_keep[@]}" --measure-l2
+expect_fail "--measure-l2 with shape baseline" "--measure-l2 applies to --shape tile-dispatch and tiled" "${run_keep[@]}" --measure-l2
 expect_fail "--precision fp16 with method gram" "--method gram runs the fp32 contract with its own kernel; --precision fp16 applies to --method direct only" \
     "${run_keep[@]}" --method gram --precision fp16
 expect_fail "--memory-budget with method direct" "it does not apply to --method direct" "${run_keep[@]}" --method direct --memory-budget 4
@@ -208,7 +208,7 @@ expect_fail "the loop-cap refusal carries no Lua file:line" "stops shader loops 
     "${run_keep[@]/e.json/big.json}" --method direct --workgroup-size 1 --starts 0:1 --length 3 --quiet
 # Twin: the raw error (DIVGPU_DEBUG keeps it, with a traceback) does carry one.
 err=$(DIVGPU_DEBUG=1 "${run_keep[@]/e.json/big.json}" --method direct --workgroup-size 1 --starts 0:1 --length 3 --quiet 2>&1 >/dev/null)
-[[ $err == *".lua:"*"stops shader loops after"* ]] && ok "twin: the raw library error names a Lua file:line" \
+[[ $err == *"stops shader loops after"*".lua:"* ]] && ok "twin: the raw library error names a Lua file:line" \
     || not_ok "twin: the raw library error names a Lua file:line" "$err"
 
 [ "$(cat "$tmp/keep.json")" = "precious" ] && ok "failed runs left the existing output untouched" || not_ok "failed runs left the existing output untouched"
@@ -302,16 +302,16 @@ signal_self() {
     LUA_PATH="lua/?.lua;;" LUA_CPATH="build/?.so;;" luajit -e '
         local divgpu, ffi = require "divgpu", require "ffi"
         ffi.cdef "int kill(int pid, int sig); int getpid(void);"
-        divgpu.catch_signals(true) '"$1"'
+        divgpu.process.catch_signals(true) '"$1"'
         ffi.C.kill(ffi.C.getpid(), 2)
-        io.write(tostring(divgpu.interrupted()), "\n") io.flush()
+        io.write(tostring(divgpu.process.interrupted()), "\n") io.flush()
         ffi.C.kill(ffi.C.getpid(), 2)
         io.write("still running\n")' 2>&1
 }
 out=$(signal_self ""); rc=$?
 [ $rc -eq 130 ] && [ "$out" = SIGINT ] && ok "a caught SIGINT sets the flag; a second one exits at once with 130" \
     || not_ok "a caught SIGINT sets the flag; a second one exits at once with 130 (exit $rc)" "$out"
-out=$(signal_self "divgpu.catch_signals(false)"); rc=$?
+out=$(signal_self "divgpu.process.catch_signals(false)"); rc=$?
 [ $rc -eq 130 ] && [ -z "$out" ] && ok "twin: after catch_signals(false), the first SIGINT ends the process" \
     || not_ok "twin: after catch_signals(false), the first SIGINT ends the process (exit $rc)" "$out"
 

@@ -33,6 +33,16 @@ describe("cost: auto's choice by estimated seconds", function()
         assert.truthy(c.why:find("no gram: G %(262144 x 262144 f32%)"), c.why)
     end)
 
+    it("where the tensor filter can run at a tensor-core rate, 262,144 items pick it; without that rate, gemm", function()
+        local tc = { name = "a simulated H200 with tensor cores", memory = 140e9, gram_ok = true, tensor_ok = true,
+                     rates = { f32_chain = 32e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 2.9e14 } }
+        local c = cost.choose(job(262144, 768, 4096, 257), tc)
+        assert.are.equal("tensor", c.method, c.why)
+        assert(c.estimates.tensor < c.estimates.gemm, c.why)
+        tc.rates.int8_mac = nil
+        assert.are.equal("direct", cost.choose(job(262144, 768, 4096, 257), tc).method)
+    end)
+
     it("a budget too small for G, or a device without gram, runs direct", function()
         local small = { name = "small", memory = 1e8, gram_ok = true, rates = H200.rates }
         assert.are.equal("direct", cost.choose(job(8359, 768, 3584, 8359), small).method)

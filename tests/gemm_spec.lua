@@ -1,15 +1,18 @@
--- The direct method as an exact GEMM (shaders/gemm.comp, lua/divgpu/gemm.lua)
--- against the CPU mirror, bit for bit, and the twins that must fail.
+-- The direct method as an exact GEMM (shape gemm: shaders/gemm.comp,
+-- lua/divgpu/methods/direct_gemm.lua), run through the driver as a user
+-- runs it, against the CPU mirror, bit for bit, and the twins that must fail.
 local divgpu = require "divgpu"
 local driver = require "divgpu.driver"
-local gemm = require "divgpu.gemm"
+local direct = require "divgpu.methods.direct"
 local h = require "tests.helpers"
 
 local function run(e, starts, length, opts, run_opts)
-    local job = gemm.job(h.ctx(), e, opts)
-    local args = { ctx = h.ctx(), job = job, embeddings = e, starts = starts, length = length }
+    opts = opts or {}
+    local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "direct", shape = "gemm",
+                   layout = opts.layout, gemm_tiling = opts.tiling, gemm_defines = opts.defines }
     for k, v in pairs(run_opts or {}) do args[k] = v end
-    return driver.run(args)
+    local out, stats = assert(driver.run(args))
+    return out, stats
 end
 
 local function assert_identical(e, starts, length, opts, run_opts)
@@ -40,7 +43,7 @@ local function ties_table(n, dim)
     return h.load_rows(rows)
 end
 
-local function near_ties() return divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 } end
+local function near_ties() return assert(divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }) end
 
 describe("gemm (the direct method as an exact GEMM) vs CPU mirror", function()
     teardown(h.assert_no_validation_messages)
@@ -52,13 +55,13 @@ describe("gemm (the direct method as an exact GEMM) vs CPU mirror", function()
     end)
 
     it("N, D and the sequences not multiples of any tile (301 x 37, 19 sequences)", function()
-        local e = divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 }
+        local e = assert(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 })
         assert_identical(e, h.range(0, 19), 301)
     end)
 
     it("D = 1, odd D, a tiling of other sizes", function()
-        assert_identical(divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 }, h.range(0, 50), 50)
-        assert_identical(divgpu.synth{ n = 200, dim = 7, clusters = 8, seed = 307 }, h.range(0, 33), 200,
+        assert_identical(assert(divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 }), h.range(0, 50), 50)
+        assert_identical(assert(divgpu.synth{ n = 200, dim = 7, clusters = 8, seed = 307 }), h.range(0, 33), 200,
             { tiling = { wx = 4, wy = 8, rows = 4, columns = 1, slice = 4 } })
     end)
 
@@ -84,13 +87,15 @@ describe("gemm (the direct method as an exact GEMM) vs CPU mirror", function()
     end)
 
     it("twin: a tile of candidates forgotten in the append is caught", function()
-        assert_differs(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 }, h.range(0, 19), 301,
+        assert_differs(assert(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 }), h.range(0, 19), 301,
             { defines = { DIVGPU_GEMM_PERTURB = 1 } })
     end)
 
     it("refuses a tiling the shader cannot take", function()
-        local ok, err = pcall(gemm.job, h.ctx(), near_ties(), { tiling = { wx = 8, wy = 8, rows = 3, columns = 2, slice = 8 } })
+        local line = debug.getinfo(1, "l").currentline + 1
+        local ok, err = pcall(function() local j = direct.job(h.ctx(), near_ties(), { shape = "gemm", tiling = { wx = 8, wy = 8, rows = 3, columns = 2, slice = 8 } }) return j end)
         assert.is_false(ok)
         assert.truthy(tostring(err):find("must be 1, 2, 4 or 8"), tostring(err))
+        assert.truthy(tostring(err):find("gemm_spec.lua:" .. line, 1, true), "raised elsewhere than at the call: " .. tostring(err))
     end)
 end)

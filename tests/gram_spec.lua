@@ -1,8 +1,9 @@
--- The Gram method (SPEC section 8) vs the CPU mirror, bit for bit; its bound
+-- The Gram method (docs/contract.md#gram) vs the CPU mirror, bit for bit; its bound
 -- checked directly by the instrumented build; and the twins that must fail.
 local divgpu = require "divgpu"
+local testing = require "divgpu.testing"
 local driver = require "divgpu.driver"
-local gram = require "divgpu.gram"
+local gram = require "divgpu.methods.gram"
 local h = require "tests.helpers"
 
 --- Runs the gram method through the real driver; returns the sequences and stats.
@@ -244,7 +245,7 @@ describe("gram method vs CPU mirror", function()
         --- nil, or the first difference.
         local function g_difference(job, e)
             local n = e.n
-            local want = divgpu.scaled_gram_rows(e, 0, n)
+            local want = testing.scaled_gram_rows(e, 0, n)
             for i = 0, n - 1 do
                 local block = job.g_blocks[math.floor(i / job.block_rows) + 1]
                 local got = block:read("f32", n, (i % job.block_rows) * n * 4)
@@ -295,10 +296,10 @@ describe("gram method vs CPU mirror", function()
     describe("method choice", function()
         it("auto picks gram when G fits, and direct when memory is short, saying why", function()
             local e = divgpu.synth{ n = 300, dim = 7, clusters = 8, seed = 307 }
-            local method, why = gram.choose(h.ctx(), e, { sequences = 4 })
-            assert.are.equal("gram", method, why)
-            method, why = gram.choose(h.ctx(), e, { sequences = 4, memory_budget = 200000 })
-            assert.are.equal("direct", method)
+            local fits, why = gram.fits(h.ctx(), e, { sequences = 4 })
+            assert.is_true(fits, why)
+            fits, why = gram.fits(h.ctx(), e, { sequences = 4, memory_budget = 200000 })
+            assert.is_nil(fits)
             assert.truthy(why:find("more than 90%% of the 0.2 MiB of device memory given as the budget"), why)
             local out, stats = driver.run{ ctx = h.ctx(), embeddings = e, starts = h.range(0, 4), length = 10,
                                            memory_budget = 200000 }
@@ -323,20 +324,14 @@ describe("gram method vs CPU mirror", function()
             f:close()
             local e = divgpu.load_embeddings(path)
             os.execute("rm -rf " .. dir)
-            local method, why = gram.choose(h.ctx(), e, {})
-            assert.are.equal("direct", method)
+            local fits, why = gram.fits(h.ctx(), e, {})
+            assert.is_nil(fits)
             assert.truthy(why:find("^row 1 has norm"), why)
-            local ok, err = pcall(gram.job, h.ctx(), e, {})
-            assert.is_false(ok)
-            assert.truthy(tostring(err):find("row 1 has norm"), tostring(err))
-        end)
-
-        it("a kernel descriptor that disagrees with its shader is refused", function()
-            local kernel = require "divgpu.kernel"
-            local wrong = { shader = "gram_build", bindings = { "embeddings", "extra" }, push = { "num_items" } }
-            local ok, err = pcall(kernel.new, h.ctx(), wrong)
-            assert.is_false(ok)
-            assert.truthy(tostring(err):find("the shader has 3 bindings, its descriptor names 2"), tostring(err))
+            local job, err = gram.job(h.ctx(), e, {})
+            assert.is_nil(job)
+            assert.truthy(err:find("the Gram method cannot run here: row 1 has norm", 1, true), err)
+            local _, stats = driver.run{ ctx = h.ctx(), embeddings = e, starts = { 0 }, length = 3 }
+            assert.are.equal("direct", stats.method)
         end)
     end)
 end)

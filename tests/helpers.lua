@@ -11,13 +11,13 @@ M.SHIPPED = "assets/embeddings/all-MiniLM-L6-v2/embeddings.json"
 
 local ctx
 function M.ctx()
-    if not ctx then ctx = vk.open{ device = os.getenv("DIVGPU_DEVICE") } end
+    if not ctx then ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") }) end
     return ctx
 end
 
 local shipped
 function M.shipped()
-    if not shipped then shipped = divgpu.load_embeddings(M.SHIPPED) end
+    if not shipped then shipped = assert(divgpu.load_embeddings(M.SHIPPED)) end
     return shipped
 end
 
@@ -31,7 +31,7 @@ function M.load_rows(rows)
     local f = assert(io.open(path, "w"))
     f:write("[", table.concat(lines, ",\n"), "]\n")
     f:close()
-    local e = divgpu.load_embeddings(path)
+    local e = assert(divgpu.load_embeddings(path))
     os.execute("rm -rf " .. dir)
     return e
 end
@@ -85,7 +85,7 @@ end
 
 --- The baseline shader compiled with a define, e.g. { DIVGPU_PERTURB = 1 }.
 function M.baseline_variant(defines)
-    return vk.shader(M.ctx(), "baseline", defines)
+    return assert(vk.shader(M.ctx(), "baseline", defines))
 end
 
 --- A shader of dependent xorshift loops (no compiler folds it; under
@@ -93,7 +93,7 @@ end
 local spin
 function M.spin_spirv()
     if not spin then
-        spin = divgpu.compile([[
+        spin = assert(divgpu.shaders.compile([[
             #version 450
             layout(local_size_x = 64) in;
             layout(push_constant) uniform Push { uint n; } pc;
@@ -103,7 +103,7 @@ function M.spin_spirv()
                 for (uint i = 0u; i < pc.n; ++i) { s ^= s << 13; s ^= s >> 17; s ^= s << 5; }
                 x[gl_GlobalInvocationID.x] = s;
             }
-        ]], { name = "spin" })
+        ]], { name = "spin" }))
     end
     return spin
 end

@@ -83,8 +83,8 @@ hits=$(grep -rlF "$checkout" "$prefix" "$tree")
 # a shipped shader's #includes resolve without shaders/include on disk.
 lua_check='local d = require "divgpu"
 print(package.searchpath("divgpu", package.cpath), package.searchpath("divgpu.driver", package.path))
-local src, defines = d.shader_source("baseline")
-assert(d.compile(src, { name = "installed", defines = defines }).words > 0)
+local src, defines = d.shaders.source("baseline")
+assert(assert(d.shaders.compile(src, { name = "installed", defines = defines })).words > 0)
 print(require("divgpu.data").default_embeddings())'
 expect_ok "make install: luajit -e 'require \"divgpu\"' from $work" \
     env LUA_PATH="$prefix/share/lua/5.1/?.lua;$sys_path" LUA_CPATH="$prefix/lib/lua/5.1/?.so;$sys_cpath" luajit -e "$lua_check"

@@ -6,6 +6,7 @@
 -- must then fail, which also shows that its batches land in the output.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
+local device = require "divgpu.device"
 local driver = require "divgpu.driver"
 local h = require "tests.helpers"
 
@@ -146,12 +147,12 @@ describe("two contexts in one process", function()
         assert.are.equal(stats.sequences * (length - 1), stats.gram.steps)
     end)
 
-    it("vk.await yields while the GPU works, in a coroutine given to yield_in only", function()
+    it("device.await yields while the GPU works, in a coroutine given to yield_in only", function()
         local ctx = h.ctx()
         local function yields_while_waiting(register)
             local rec = h.spin_recorder(ctx, 10)
-            local co = coroutine.create(function() rec:submit() return vk.await(ctx, rec) end)
-            if register then vk.yield_in(co) end
+            local co = coroutine.create(function() rec:submit() return device.await(ctx, rec) end)
+            if register then device.yield_in(co) end
             local yields = -1
             repeat
                 assert(coroutine.resume(co))
@@ -159,7 +160,7 @@ describe("two contexts in one process", function()
             until coroutine.status(co) == "dead"
             return yields
         end
-        assert(yields_while_waiting(true) > 0, "vk.await did not yield in a registered coroutine")
+        assert(yields_while_waiting(true) > 0, "device.await did not yield in a registered coroutine")
         -- Twin: an unregistered coroutine (a caller's own) is not yielded from.
         assert.are.equal(0, yields_while_waiting(false))
     end)

@@ -3,6 +3,7 @@
 -- PNG charts of `divgpu plot` and `bench --plot` checked by their pixels.
 -- Each check has a twin that must fail it.
 local divgpu = require "divgpu"
+local testing = require "divgpu.testing"
 local driver = require "divgpu.driver"
 local stats = require "divgpu.stats"
 local charts = require "divgpu.charts"
@@ -103,7 +104,7 @@ end
 local function lines_drawn(path, rects)
     local drawn
     for _, rect in ipairs(rects) do
-        local s = divgpu.png_stats(path, { rect = rect, colors = divgpu.plot_palette })
+        local s = testing.png_stats(path, { rect = rect, colors = divgpu.plot.palette })
         local n = 0
         for _, count in ipairs(s.counts) do if count >= LINE_PIXELS then n = n + 1 end end
         drawn = math.min(drawn or n, n)
@@ -113,7 +114,7 @@ end
 
 --- Non-blank: the plotting area holds background, grid, axes and lines.
 local function non_blank(path, rect)
-    return divgpu.png_stats(path, { rect = rect }).distinct >= 4
+    return testing.png_stats(path, { rect = rect }).distinct >= 4
 end
 
 describe("pictures of a run", function()
@@ -185,7 +186,7 @@ describe("pictures of a run", function()
 
     it("gram: a chunk left unread makes the next chunk_stats raise (twin of the exact sums)", function()
         local e = divgpu.synth{ n = 200, dim = 16, clusters = 4, seed = 1 }
-        local gram = require "divgpu.gram"
+        local gram = require "divgpu.methods.gram"
         local job = gram.job(h.ctx(), e, {})
         local batch = job:batch(h.range(0, 4), 8, 2)
         batch:record(1, 2, batch.recorders[1])

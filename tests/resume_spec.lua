@@ -36,7 +36,7 @@ describe("driver.run streaming", function()
         it("delivers every batch in order, equal to the mirror, and holds no whole result (" .. method .. ")", function()
             local starts = h.range(0, 10)
             local batches, result, stats = streamed(method, starts)
-            assert.is_nil(result)
+            assert.is_false(result)
             assert.are.equal(10, stats.sequences)
             assert.are.same({ 0, 3, 6, 9 }, { batches[1][1], batches[2][1], batches[3][1], batches[4][1] })
             assert.are.same({ 3, 3, 3, 1 }, { batches[1][2], batches[2][2], batches[3][2], batches[4][2] })
@@ -58,7 +58,7 @@ describe("driver.run streaming", function()
                 return #batches >= 1 and "halt" or nil
             end,
         }, batches)
-        assert.is_nil(result)
+        assert.is_false(result)
         assert.are.equal("halt", stats.stopped)
         assert.is_true(polls > 1)
         assert.is_true(#batches >= 1 and #batches < 4, #batches .. " batches delivered")
@@ -89,34 +89,34 @@ describe("signals", function()
     local function raise(sig) assert(ffi.C.kill(ffi.C.getpid(), SIG[sig]) == 0) end
     -- Another thread (lavapipe's) may take the signal: wait for the flag, 2 s at most.
     local function flag()
-        local t0 = driver.now()
-        while not divgpu.interrupted() and driver.now() - t0 < 2 do end
-        return divgpu.interrupted()
+        local t0 = divgpu.clock.now()
+        while not divgpu.process.interrupted() and divgpu.clock.now() - t0 < 2 do end
+        return divgpu.process.interrupted()
     end
 
-    after_each(function() divgpu.catch_signals(false) end)
+    after_each(function() divgpu.process.catch_signals(false) end)
 
     it("SIGINT and SIGTERM are caught as a flag while catching", function()
-        divgpu.catch_signals(true)
-        assert.is_nil(divgpu.interrupted())
+        divgpu.process.catch_signals(true)
+        assert.is_nil(divgpu.process.interrupted())
         raise("INT")
         assert.are.equal("SIGINT", flag())
-        divgpu.catch_signals(true)  -- a new catch forgets it (and disarms the second-signal exit)
-        assert.is_nil(divgpu.interrupted())
+        divgpu.process.catch_signals(true)  -- a new catch forgets it (and disarms the second-signal exit)
+        assert.is_nil(divgpu.process.interrupted())
         raise("TERM")
         assert.are.equal("SIGTERM", flag())
     end)
 
     it("a SIGTERM during a run stops the driver at a chunk boundary", function()
-        divgpu.catch_signals(true)
+        divgpu.process.catch_signals(true)
         local sent = false
         local batches, result, stats = streamed("gram", h.range(0, 12), {
-            stop = divgpu.interrupted,
+            stop = divgpu.process.interrupted,
             on_progress = function()
                 if not sent then sent = true raise("TERM") end
             end,
         })
-        assert.is_nil(result)
+        assert.is_false(result)
         assert.are.equal("SIGTERM", stats.stopped)
         assert.is_true(#batches < 4, #batches .. " batches delivered")
         assert.are.equal(3 * #batches, stats.sequences)
@@ -125,52 +125,54 @@ describe("signals", function()
 end)
 
 describe("the checkpoint's writer thread", function()
-    it("append returns before the commit; the next read waits for it, and a failed commit is raised", function()
+    it("append returns before the commit; the next read waits for it, and a failed commit is returned", function()
         local dir = h.tmpdir()
         local starts = h.range(0, 6)
         local out = dir .. "/cache.json"
-        local cp = divgpu.checkpoint(out, { contract = "fp32", table = e, length = L, starts = starts })
+        local cp = divgpu.files.checkpoint(out, { contract = "fp32", table = e, length = L, starts = starts })
         local mirror = divgpu.mirror(e, starts, L)
-        local first3 = divgpu.array("u32", 3 * L)
-        for i = 1, 3 * L do first3[i] = mirror[i] end
-        cp:append(first3)
+        local first3 = mirror:slice(1, 3 * L)
+        assert.is_true(cp:append(first3) ~= nil)
         assert.are.equal(3, cp.done)  -- waits for the commit, then reads it
         -- A commit that cannot finish (its folder gone): append itself returns,
-        -- the error comes with the next read, naming the file.
+        -- the failure comes with the next append or finish, naming the file.
         assert(os.execute("rm -rf '" .. cp.path .. "'") == 0)
         cp:append(divgpu.mirror(e, h.range(3, 6), L))  -- the next batch (batches must come in order)
-        local ok, err = pcall(function() return cp.done end)
-        assert.is_false(ok)
-        assert.matches("state.json", tostring(err))
+        -- The fields say what was committed before the failure.
+        assert.are.equal(3, cp.done)
         -- The failure ends the checkpoint: every later call says so, and
         -- nothing more is written (a commit past a failed one would record
         -- its stray bytes as committed).
-        for _, call in ipairs{ function() return cp.done end, function() cp:append(first3) end,
-                               function() cp:finish() end } do
-            ok, err = pcall(call)
-            assert.is_false(ok)
-            assert.matches("an earlier commit failed: .*state.json", tostring(err))
+        for _, call in ipairs{ function() return cp:append(first3) end, function() return cp:finish() end,
+                               function() return cp:finish() end } do
+            local ok, err = call()
+            assert.is_nil(ok)
+            assert.matches("state.json", err)
         end
+        local _, err = cp:append(first3)
+        assert.matches("an earlier commit failed: .*state.json", err)
+        assert.are.equal(3, cp.done)
         assert.is_nil(io.open(out, "r"), "finish wrote a cache after a failed commit")
         os.execute("rm -rf '" .. dir .. "'")
     end)
 
-    it("a failure in a queue of commits is raised, and the batches behind it are not written", function()
+    it("a failure in a queue of commits is returned, and the batches behind it are not written", function()
         local dir = h.tmpdir()
         local starts = h.range(0, 9)
-        local cp = divgpu.checkpoint(dir .. "/cache.json", { contract = "fp32", table = e, length = L, starts = starts })
+        local cp = divgpu.files.checkpoint(dir .. "/cache.json", { contract = "fp32", table = e, length = L, starts = starts })
         local three = divgpu.mirror(e, h.range(0, 3), L)
         cp:append(three)
         assert.are.equal(3, cp.done)
         assert(os.execute("rm -rf '" .. cp.path .. "'") == 0)
         -- Queued behind the failing one, or refused once the writer has failed:
-        -- either way the next read raises the failure, and so does the one after.
-        for k = 1, 2 do pcall(cp.append, cp, divgpu.mirror(e, h.range(3 * k, 3 * k + 3), L)) end
+        -- either way the next finish returns the failure, and so does the one after.
+        for k = 1, 2 do cp:append(divgpu.mirror(e, h.range(3 * k, 3 * k + 3), L)) end
         for _ = 1, 2 do
-            local ok, err = pcall(function() return cp.done end)
-            assert.is_false(ok)
-            assert.matches("state.json", tostring(err))
+            local ok, err = cp:finish()
+            assert.is_nil(ok)
+            assert.matches("state.json", err)
         end
+        assert.are.equal(3, cp.done)
         os.execute("rm -rf '" .. dir .. "'")
     end)
 end)

@@ -38,7 +38,7 @@ if loaded then
   if helpers then helpers.release() end
   collectgarbage()
   collectgarbage()
-  local messages = divgpu.validation_messages()
+  local messages = require("divgpu.testing").validation_messages()
   if #messages > 0 then
     io.stderr:write(#messages, " validation-layer message(s) during the run:\n", table.concat(messages, "\n"), "\n")
     os.exit(1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15, "nothing ever lost or overwritten", end to end through bin/divgpu:
+# "Nothing ever lost or overwritten", end to end through bin/divgpu:
 # what is not a regular file is refused and kept (FIFO, device node, folder),
 # links are written through, planted links at temporary names are never
 # followed, an output that is an input is refused, one writer per output,

@@ -1,15 +1,36 @@
--- Issue 3's invariant (SPEC section 5): every shape and every number of
--- submissions in flight gives output identical to `baseline` under the same
--- precision, and `fp16-exact` is identical to `fp32`.
+-- The shapes' invariant (docs/contract.md#shapes): every shape the registry
+-- has and every number of submissions in flight gives output identical to
+-- the reference shape's under the same precision, and `fp16-exact` is
+-- identical to `fp32`. A new direct shape is tested here by being registered.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
+local direct = require "divgpu.methods.direct"
 local driver = require "divgpu.driver"
 local h = require "tests.helpers"
 
-local function run(e, starts, length, opts)
+-- The direct method's shapes, and those that take a tile (the registry's).
+local SHAPES, TILED = direct.shapes(), {}
+for _, shape in ipairs(SHAPES) do
+    if direct.descriptor(shape).needs_tile then TILED[#TILED + 1] = shape end
+end
+
+--- The given precisions `shape` has (its kernel's precision axis).
+local function precisions(shape, wanted)
+    local has, list = {}, {}
+    for _, p in ipairs(direct.axis_values(shape, "precision")) do has[p] = true end
+    for _, p in ipairs(wanted) do if has[p] then list[#list + 1] = p end end
+    return list
+end
+
+--- The run's sequences, or nil and the error.
+local function try(e, starts, length, opts)
     opts.ctx, opts.embeddings, opts.starts, opts.length = h.ctx(), e, starts, length
     opts.method = opts.method or "direct"  -- the shapes are the direct method's
-    return (driver.run(opts))
+    return driver.run(opts)
+end
+
+local function run(e, starts, length, opts)
+    return (assert(try(e, starts, length, opts)))
 end
 
 local function assert_same(a, b, length, what)
@@ -17,20 +38,20 @@ local function assert_same(a, b, length, what)
     assert(d == nil, what .. ": " .. h.describe_difference(d))
 end
 
-describe("every shape, in-flight count and exact precision equals baseline fp32", function()
+describe("every shape, in-flight count and exact precision equals the reference fp32", function()
     teardown(h.assert_no_validation_messages)
 
-    -- The ci shape of SPEC section 6: N = 1000, D = 384, 64 sequences x 64 steps.
+    -- The ci table of docs/contract.md#reference-tables: N = 1000, D = 384, 64 sequences x 64 steps.
     local ci = divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 6 }
     local ci_starts = h.range(0, 64)
-    local reference = run(ci, ci_starts, 64, { shape = "baseline", precision = "fp32", in_flight = 1 })
+    local reference = run(ci, ci_starts, 64, { shape = SHAPES[1], precision = "fp32", in_flight = 1 })
 
-    it("baseline fp32 is the CPU mirror", function()
-        assert_same(reference, divgpu.mirror(ci, ci_starts, 64), 64, "baseline vs mirror")
+    it("the reference shape in fp32 is the CPU mirror", function()
+        assert_same(reference, divgpu.mirror(ci, ci_starts, 64), 64, "reference vs mirror")
     end)
 
-    for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
-        for _, precision in ipairs{ "fp32", "fp16-exact" } do
+    for _, shape in ipairs(SHAPES) do
+        for _, precision in ipairs(precisions(shape, { "fp32", "fp16-exact" })) do
             for _, k in ipairs{ 1, 2 } do
                 it(string.format("ci shape: %s %s in-flight %d (tile 333)", shape, precision, k), function()
                     local out = run(ci, ci_starts, 64, { shape = shape, precision = precision, in_flight = k,
@@ -42,8 +63,8 @@ describe("every shape, in-flight count and exact precision equals baseline fp32"
     end
 
     -- The columns layout (coalesced loads) in every shape and exact precision.
-    for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
-        for _, precision in ipairs{ "fp32", "fp16-exact" } do
+    for _, shape in ipairs(SHAPES) do
+        for _, precision in ipairs(precisions(shape, { "fp32", "fp16-exact" })) do
             it(string.format("ci shape: %s %s columns layout, in-flight 2 (tile 333)", shape, precision), function()
                 local out = run(ci, ci_starts, 64, { shape = shape, precision = precision, in_flight = 2,
                                                      tile_size = 333, layout = "columns" })
@@ -55,10 +76,10 @@ describe("every shape, in-flight count and exact precision equals baseline fp32"
     -- Tile edge cases, on 16 sequences x 16 steps of the ci table: a tile that
     -- divides N, one that does not, 1, N + 1 and far beyond N.
     local few = h.range(0, 16)
-    local short_reference = run(ci, few, 16, { shape = "baseline", in_flight = 1 })
+    local short_reference = run(ci, few, 16, { shape = SHAPES[1], in_flight = 1 })
     for _, tile in ipairs{ 250, 333, 1, 1001, 5000 } do
-        for _, shape in ipairs{ "tiled", "tile-dispatch" } do
-            for _, precision in ipairs{ "fp32", "fp16-exact" } do
+        for _, shape in ipairs(TILED) do
+            for _, precision in ipairs(precisions(shape, { "fp32", "fp16-exact" })) do
                 for _, k in ipairs{ 1, 2 } do
                     it(string.format("tile %d: %s %s in-flight %d", tile, shape, precision, k), function()
                         local opts = { shape = shape, precision = precision, in_flight = k, tile_size = tile }
@@ -66,9 +87,9 @@ describe("every shape, in-flight count and exact precision equals baseline fp32"
                             -- With tile 1 one thread scores every candidate: 1,000 x 385
                             -- loop iterations, past lavapipe's cap of 65,535, after which
                             -- it would silently cut the scan short. The job must refuse...
-                            local ok, err = pcall(run, ci, few, 16, opts)
-                            assert.is_false(ok)
-                            assert.matches("stops shader loops after", tostring(err), 1, true)
+                            local out, err = try(ci, few, 16, opts)
+                            assert.is_nil(out)
+                            assert.matches("stops shader loops after", err, 1, true)
                             -- ...and tile 1 is checked on a table within the cap.
                             local small = divgpu.synth{ n = 120, dim = 40, clusters = 4, seed = 12 }
                             opts.tile_size = 1
@@ -91,8 +112,8 @@ describe("fp16", function()
     it("equals the CPU mirror run on the half-rounded table, in every shape", function()
         local rounded = ci:fp16_rounded()
         local expected = divgpu.mirror(rounded, starts, 64)
-        for _, shape in ipairs{ "baseline", "tiled", "tile-dispatch" } do
-            for _, layout in ipairs{ "rows", "columns" } do
+        for _, shape in ipairs(SHAPES) do
+            for _, layout in ipairs(#precisions(shape, { "fp16" }) > 0 and direct.axis_values(shape, "layout") or {}) do
                 local out = run(rounded, starts, 64, { shape = shape, precision = "fp16", tile_size = 300,
                                                        layout = layout })
                 assert_same(out, expected, 64, shape .. " fp16 " .. layout)
@@ -113,9 +134,9 @@ describe("fp16", function()
         assert_same(run(e16, s, 30, { precision = "fp16" }), divgpu.mirror(small:fp16_rounded(), s, 30), 30, "from .bin")
         -- Stale: the JSON changed after the conversion.
         divgpu.synth{ n = 120, dim = 12, seed = 5 }:write_json(json)
-        local ok, err = pcall(divgpu.load_fp16, json)
-        assert.is_false(ok)
-        assert.matches("stale", tostring(err), 1, true)
+        local ok, err = divgpu.load_fp16(json)
+        assert.is_nil(ok)
+        assert.matches("stale", err, 1, true)
         -- Mis-sized: a truncated .bin.
         divgpu.convert_fp16(json)
         local f = assert(io.open(bin, "r+b"))
@@ -124,9 +145,9 @@ describe("fp16", function()
         f = assert(io.open(bin, "wb"))
         f:write(bytes:sub(1, #bytes - 2))
         f:close()
-        ok, err = pcall(divgpu.load_fp16, json)
-        assert.is_false(ok)
-        assert.matches("mis-sized", tostring(err), 1, true)
+        ok, err = divgpu.load_fp16(json)
+        assert.is_nil(ok)
+        assert.matches("mis-sized", err, 1, true)
         os.execute("rm -rf " .. dir)
     end)
 
@@ -154,9 +175,9 @@ describe("fp16", function()
             assert.are.equal(want, lo + 256 * hi, "value " .. i)
         end
         write("[[1, 2], [65520, 1]]")
-        local ok, err = pcall(divgpu.convert_fp16, json)
-        assert.is_false(ok)
-        assert.matches("row 1, column 0", tostring(err), 1, true)
+        local ok, err = divgpu.convert_fp16(json)
+        assert.is_nil(ok)
+        assert.matches("row 1, column 0", err, 1, true)
         os.execute("rm -rf " .. dir)
     end)
 
@@ -173,14 +194,20 @@ describe("fp16", function()
             return caps
         end
         local FLOAT16, STORAGE_16BIT = 9, 4433
-        for _, name in ipairs{ "baseline-fp16", "tiled-fp16", "tile-dispatch-fp16", "baseline-fp16-exact",
-                               "tiled-fp16-exact", "tile-dispatch-fp16-exact", "baseline-fp16-columns" } do
-            local caps = capabilities(divgpu.shader(name))
+        local names = { divgpu.shaders.variant(SHAPES[1], { precision = "fp16", layout = "columns" }) }
+        for _, shape in ipairs(SHAPES) do
+            for _, p in ipairs(precisions(shape, { "fp16", "fp16-exact" })) do
+                names[#names + 1] = divgpu.shaders.variant(shape, { precision = p })
+            end
+        end
+        assert(#names >= 7, "the registry lists " .. #names .. " half-precision variants")
+        for _, name in ipairs(names) do
+            local caps = capabilities(divgpu.shaders.get(name))
             assert.is_nil(caps[FLOAT16], name .. " declares Float16 arithmetic")
             assert.is_true(caps[STORAGE_16BIT] == true, name .. " lacks StorageBuffer16BitAccess")
         end
         -- The inspection itself can fail: a shader with half arithmetic is seen.
-        local half_math = divgpu.compile([[
+        local half_math = divgpu.shaders.compile([[
             #version 450
             #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
             layout(local_size_x = 1) in;
@@ -221,16 +248,16 @@ end)
 describe("the device's loop cap", function()
     it("is measured, and a job too long for it is widened or refused, never truncated", function()
         local cap = vk.loop_cap(h.ctx())
-        assert.is_true(cap == nil or cap > 0)
+        assert.is_true(cap == false or cap > 0)
         if cap then
             -- 4,000 items x 64 dims: 63 candidates per thread at 64 threads is
             -- 4,095 iterations; at 8 threads it would not fit, so it widens.
             local e = divgpu.synth{ n = 4000, dim = 64, seed = 13 }
             local job = vk.job(h.ctx(), e, { shape = "baseline" })
             assert.is_true(job.workgroup_size >= 64)
-            local ok, err = pcall(vk.job, h.ctx(), e, { workgroup_size = 1 })
-            assert.is_false(ok)
-            assert.matches("stops shader loops after " .. cap, tostring(err), 1, true)
+            local refused, err = vk.job(h.ctx(), e, { workgroup_size = 1 })
+            assert.is_nil(refused)
+            assert.matches("stops shader loops after " .. cap, err, 1, true)
         end
     end)
 end)

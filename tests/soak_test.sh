@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 15): one job killed with kill -9 at random moments, at least
+# Soak: one job killed with kill -9 at random moments, at least
 # SOAK_KILLS times (default 20), each kill followed by the same command, which
 # resumes; the last run ends, and its cache must be byte-identical (cmp) to an
 # uninterrupted run's. A kill lands anywhere: opening the device, mid-batch,

@@ -1,16 +1,18 @@
--- The tensor filter (shaders/tensor.comp; the proof is shaders/tensor.md)
--- against the CPU mirror, bit for bit; its bound checked directly by the
+-- The tensor filter (method tensor: shaders/tensor.comp, the proof
+-- shaders/tensor.md), run through the driver as a user runs it, against the
+-- CPU mirror, bit for bit; its bound checked directly by the
 -- instrumented build; the twins that must fail.
 local divgpu = require "divgpu"
 local driver = require "divgpu.driver"
-local tensor = require "divgpu.tensor"
+local tensor = require "divgpu.methods.tensor"
 local h = require "tests.helpers"
 
 local function run(e, starts, length, opts, run_opts)
-    local job = tensor.job(h.ctx(), e, opts)
-    local args = { ctx = h.ctx(), job = job, embeddings = e, starts = starts, length = length }
+    opts = opts or {}
+    local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "tensor",
+                   tensor_defines = opts.defines, window_capacity = opts.window_capacity }
     for k, v in pairs(run_opts or {}) do args[k] = v end
-    return driver.run(args)
+    return assert(driver.run(args))
 end
 
 local function assert_identical(e, starts, length, opts, run_opts)
@@ -30,7 +32,7 @@ end
 --- The instrumented build: max |exact - approx| / bound over every candidate-step.
 local function max_ratio(e, starts, length, scale)
     local _, stats = run(e, starts, length, { defines = { DIVGPU_TENSOR_CHECK = 1, DIVGPU_BOUND_SCALE = scale or "1.0lf" } })
-    return stats.gram.max_ratio
+    return stats.tensor.max_ratio
 end
 
 local function ties_table(n, dim)
@@ -47,12 +49,12 @@ local function ties_table(n, dim)
     return h.load_rows(rows)
 end
 
-local function near_ties() return divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 } end
+local function near_ties() return assert(divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }) end
 
 local TABLES = {
     { "near-ties (windows of dozens)", near_ties, 16, 300 },
-    { "N = 301, D = 37: not multiples of any tile", function() return divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 } end, 19, 301 },
-    { "odd D", function() return divgpu.synth{ n = 200, dim = 7, clusters = 8, seed = 307 } end, 24, 200 },
+    { "N = 301, D = 37: not multiples of any tile", function() return assert(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 }) end, 19, 301 },
+    { "odd D", function() return assert(divgpu.synth{ n = 200, dim = 7, clusters = 8, seed = 307 }) end, 24, 200 },
     { "the first 120 shipped poems (not certified: the exact underflow path where denormals are not kept)",
       function() return h.shipped_head(120) end, 12, 120 },
 }
@@ -74,14 +76,14 @@ describe("tensor filter vs CPU mirror", function()
     end
 
     it("D = 1 (a centroid of zero takes the exact scan) and exact score ties: identical", function()
-        local stats = assert_identical(divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 }, h.range(0, 50), 50)
-        assert(stats.gram.fallbacks > 0, "no step took the exact scan")
+        local stats = assert_identical(assert(divgpu.synth{ n = 50, dim = 1, clusters = 8, seed = 51 }), h.range(0, 50), 50)
+        assert(stats.tensor.fallbacks > 0, "no step took the exact scan")
         assert_identical(ties_table(200, 5), h.range(0, 40), 200)
     end)
 
     it("windows over a capacity of 4 fall back to a full scan, two submissions in flight: identical", function()
         local stats = assert_identical(near_ties(), h.range(0, 8), 300, { window_capacity = 4 }, { ring = 8, in_flight = 2 })
-        assert(stats.gram.fallbacks > 0, "no fallback ran")
+        assert(stats.tensor.fallbacks > 0, "no fallback ran")
         assert(stats.chunks > 2, "expected many chunks, got " .. stats.chunks)
     end)
 
@@ -105,7 +107,7 @@ end)
 describe("tensor filter on tensor cores", function()
     it("a device without int8 cooperative matrices refuses the coopmat path in one line (lavapipe has none)", function()
         assert.is_false(tensor.has_coopmat(h.ctx()))
-        local ok, err = pcall(tensor.job, h.ctx(), divgpu.synth{ n = 40, dim = 8, clusters = 4, seed = 2 }, { coopmat = true })
+        local ok, err = pcall(tensor.job, h.ctx(), assert(divgpu.synth{ n = 40, dim = 8, clusters = 4, seed = 2 }), { coopmat = true })
         assert.is_false(ok)
         assert.truthy(tostring(err):find("has no int8 16 x 16 x 32 cooperative matrices"), tostring(err))
     end)

@@ -9,19 +9,20 @@
 -- table where that perturbation is known to change a winner, must fail it.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
+local direct = require "divgpu.methods.direct"
 local driver = require "divgpu.driver"
 local h = require "tests.helpers"
 
 local RING, IN_FLIGHT = 9, 2
 
-local CONFIGS = {
-    { shape = "baseline", layout = "rows" },
-    { shape = "baseline", layout = "columns" },   -- the direct method's default
-    { shape = "tiled", layout = "rows" },
-    { shape = "tiled", layout = "columns" },
-    { shape = "tile-dispatch", layout = "rows" },
-    { shape = "tile-dispatch", layout = "columns" },
-}
+-- Every shape of the registry in each of its layouts (columns is the
+-- direct method's default in the CLI).
+local CONFIGS = {}
+for _, shape in ipairs(direct.shapes()) do
+    for _, layout in ipairs(direct.axis_values(shape, "layout")) do
+        CONFIGS[#CONFIGS + 1] = { shape = shape, layout = layout }
+    end
+end
 
 -- Checks that the run had the conditions this file is about: every chunk
 -- within ring / in_flight, many chunks, and one that crosses the ring's end.
@@ -41,14 +42,23 @@ end
 local function run(c, precision, e, starts, length, tile, perturb)
     local spirv
     if perturb then
-        local name = c.shape .. vk.PRECISIONS[precision] .. vk.LAYOUTS[c.layout]
-        spirv = vk.shader(h.ctx(), name, { DIVGPU_PERTURB = perturb })
+        local name = divgpu.shaders.variant(c.shape, { precision = precision, layout = c.layout })
+        spirv = assert(vk.shader(h.ctx(), name, { DIVGPU_PERTURB = perturb }))
     end
     local out, stats = driver.run{ ctx = h.ctx(), embeddings = e, starts = starts, length = length,
         method = "direct", shape = c.shape, layout = c.layout, precision = precision, tile_size = tile,
         ring = RING, in_flight = IN_FLIGHT, spirv = spirv }
     assert_conditions(stats, length)
     return out
+end
+
+--- The shape's precisions of the fp32 contract (fp16 has its own: shapes_spec.lua).
+local function fp32_contract(shape)
+    local list = {}
+    for _, p in ipairs(direct.axis_values(shape, "precision")) do
+        if p ~= "fp16" then list[#list + 1] = p end
+    end
+    return list
 end
 
 local function label(c, precision)
@@ -63,7 +73,7 @@ describe("every shape and layout vs the CPU mirror, ring wrapping, two in flight
         local starts, length = h.range(0, 32), 300
         local expected = divgpu.mirror(e, starts, length)
         for _, c in ipairs(CONFIGS) do
-            for _, precision in ipairs{ "fp32", "fp16-exact" } do
+            for _, precision in ipairs(fp32_contract(c.shape)) do
                 it(label(c, precision) .. ": identical", function()
                     local d = divgpu.first_difference(run(c, precision, e, starts, length, 77), expected, length)
                     assert(d == nil, h.describe_difference(d))

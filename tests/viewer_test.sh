@@ -4,7 +4,7 @@
 # of a browser of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages="chromium chromium-driver python3-selenium python3-pil fonts-dejavu-core fonts-wqy-microhei"
+packages="chromium chromium-driver python3-selenium python3-pil python3-numpy python3-rangehttpserver fonts-dejavu-core fonts-wqy-microhei"
 missing=$(for p in $packages; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || echo "$p"; done)
 if [ -n "$missing" ]; then
     sudo=$([ "$(id -u)" = 0 ] || echo sudo)

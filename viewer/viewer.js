@@ -1,24 +1,30 @@
-// divgpu viewer: reads a diversity_cache.json and the table it was computed
-// from (for the titles), and shows the sequence from a chosen start.
-// Plain script, no build step, no network beyond the two files.
+// divgpu viewer: shows the sequence from a chosen start of a diversity
+// cache (JSON or binary, read by cache.js one start at a time where it can),
+// with the titles of the table it was computed from when one is given.
+// Plain script, no build step, nothing fetched but same-origin files.
 "use strict";
 
 (function () {
+  const { InputError, plural } = window.divgpuCache;
   // Relative to this page, so they name the repository's files when the
   // repository root is served (python3 -m http.server).
   const DEFAULTS = {
     cache: "../diversity_cache.json",
     embeddings: "../assets/embeddings/all-MiniLM-L6-v2/embeddings.json",
   };
+  const READ_MODES = ["auto", "whole", "start"];
   const ROWS_PER_PAGE = 200; // a full ordering can be N items long
   const MAX_MATCHES = 20;
 
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
+  const bytes = (n) => `${n.toLocaleString("en-US")} bytes`;
 
-  let data = null; // { cache, table, byStart, lower }
-  let shown = 0;   // rows of the current sequence in the table
-  let current = null;
+  let data = null; // { cache, table (or null), n, lower (or null) }
+  let current = null; // { item, items, position } on show
+  let shown = 0; // rows of the current sequence in the table
+  let chosen = 0; // counts choices: a slow read must not overwrite a later one
+  let loads = 0; // the same for loads (a cache picked, then its table)
 
   // One line, naming the file; also on the console, for tools and tests.
   function fail(message) {
@@ -30,159 +36,137 @@
     // Nothing of an earlier load stays on show.
     data = null;
     $("search").disabled = true;
-    for (const id of ["chosen", "chosen-info", "sequence-table", "more"]) $(id).hidden = true;
+    for (const id of ["chosen", "chosen-info", "sequence-table", "more", "reads"]) $(id).hidden = true;
     document.body.dataset.state = "error";
     console.error("divgpu viewer: " + message);
   }
 
-  class InputError extends Error {}
+  const failWith = (e) => fail(e instanceof InputError ? e.message : `cannot show the files: ${e.message}`);
 
-  async function readUrl(url, hint) {
-    let response;
+  // Only files of this page's origin are loaded: another origin's text would
+  // show under this site's name. Relative URLs are fine. The refused URL is
+  // named by its origin or scheme only, never by the text it carries.
+  function sameOriginUrl(param, value) {
+    let url;
     try {
-      response = await fetch(url);
+      url = new URL(value, location.href);
     } catch (e) {
-      throw new InputError(`${url}: cannot be read (${e.message})`);
+      throw new InputError(`?${param}= is not a URL: refused`);
     }
-    if (!response.ok) {
-      const why = `${url}: HTTP ${response.status} ${response.statusText}`.trim();
-      throw new InputError(response.status === 404 && hint ? `${why} (${hint})` : why);
-    }
-    return { name: url, bytes: await response.arrayBuffer() };
-  }
-
-  async function readFile(file) {
-    return { name: file.name, bytes: await file.arrayBuffer() };
-  }
-
-  function parseJson(source) {
-    const text = new TextDecoder("utf-8").decode(source.bytes);
-    try {
-      return JSON.parse(text);
-    } catch (e) {
-      throw new InputError(`${source.name}: not valid JSON (${e.message})`);
-    }
-  }
-
-  const isCount = (x) => Number.isInteger(x) && x > 0;
-
-  // The checks of src/contract/cache.rs (docs/formats.md, "Cache file"), plus one
-  // sequence per start.
-  function checkCache(name, c) {
-    if (c === null || typeof c !== "object" || Array.isArray(c)) {
-      throw new InputError(`${name}: not a divgpu cache (a JSON object is expected)`);
-    }
-    if (c.format !== "divgpu-diversity-cache" || (c.version !== 1 && c.version !== 2)) {
-      throw new InputError(`${name}: not a divgpu cache of version 1 or 2 (format ${JSON.stringify(c.format)}, version ${JSON.stringify(c.version)})`);
-    }
-    if (c.contract !== "fp32" && c.contract !== "fp16") {
-      throw new InputError(`${name}: unknown contract ${JSON.stringify(c.contract)} ("fp32" or "fp16")`);
-    }
-    for (const key of ["num_items", "length"]) {
-      if (!isCount(c[key])) throw new InputError(`${name}: ${key} is ${JSON.stringify(c[key])}, not a positive integer`);
-    }
-    if (typeof c.embeddings_sha256 !== "string" || !/^[0-9a-fA-F]{64}$/.test(c.embeddings_sha256)) {
-      throw new InputError(`${name}: embeddings_sha256 is not a sha256 (64 hex digits)`);
-    }
-    if (!Array.isArray(c.sequences) || c.sequences.length === 0) {
-      throw new InputError(`${name}: no sequences`);
-    }
-    // Version 2 says how many sequences it holds (issue 15): a cut file is refused.
-    if (c.version === 2 && c.sequences.length !== c.starts_count) {
-      throw new InputError(`${name}: has ${c.sequences.length} sequences, but its header says starts_count ${JSON.stringify(c.starts_count)}`);
-    }
-    const byStart = new Map();
-    c.sequences.forEach((seq, i) => {
-      if (!Array.isArray(seq) || seq.length !== c.length) {
-        throw new InputError(`${name}: sequence ${i} has ${Array.isArray(seq) ? seq.length : "no"} items, the header says length ${c.length}`);
-      }
-      for (let k = 0; k < seq.length; k++) {
-        const x = seq[k];
-        if (!Number.isInteger(x) || x < 0 || x >= c.num_items) {
-          throw new InputError(`${name}: sequence ${i}, step ${k}: item ${JSON.stringify(x)} is out of range (the header says ${c.num_items} items)`);
-        }
-      }
-      if (byStart.has(seq[0])) {
-        throw new InputError(`${name}: sequences ${byStart.get(seq[0])} and ${i} both start at item ${seq[0]}`);
-      }
-      byStart.set(seq[0], i);
-    });
-    return byStart;
+    const web = url.protocol === "http:" || url.protocol === "https:";
+    if (web && url.origin === location.origin) return value;
+    const where = web ? url.origin.slice(0, 80) : `a ${url.protocol.slice(0, 20)} URL`;
+    throw new InputError(`?${param}= names ${where}, not this page's origin ${location.origin}: refused (the viewer loads only files served with it)`);
   }
 
   // docs/formats.md, "Embeddings table": a bare array of rows, or an object with
-  // `embeddings` and optional `titles`, `ids`, `model`.
+  // `embeddings` and optional `titles` (strings), `ids` (strings or numbers), `model`.
   function checkTable(name, t) {
     const rows = Array.isArray(t) ? t : t && t.embeddings;
     if (!Array.isArray(rows)) {
       throw new InputError(`${name}: not an embeddings table (an array of rows, or an object with "embeddings")`);
     }
     const n = rows.length;
-    const list = (key) => {
+    const list = (key, fits, what) => {
       const v = Array.isArray(t) ? undefined : t[key];
       if (v === undefined) return null;
-      if (!Array.isArray(v) || v.length !== n || v.some((s) => typeof s !== "string")) {
-        throw new InputError(`${name}: "${key}" is not ${n} strings (one per row of "embeddings")`);
+      if (!Array.isArray(v) || v.length !== n || !v.every(fits)) {
+        throw new InputError(`${name}: "${key}" is not ${n} ${what} (one per row of "embeddings")`);
       }
-      return v;
+      return v.map(String);
     };
-    const titles = list("titles");
-    const ids = list("ids");
-    return { n, titles, ids, model: Array.isArray(t) ? null : t.model };
+    const titles = list("titles", (s) => typeof s === "string", "strings");
+    const ids = list("ids", (s) => typeof s === "string" || Number.isFinite(s), "strings or numbers");
+    return { name, n, titles, ids, model: Array.isArray(t) ? null : t.model };
   }
 
-  async function sha256Hex(bytes) {
-    // crypto.subtle exists only in secure contexts (localhost, https, file:).
-    if (!(window.crypto && crypto.subtle)) return null;
-    const digest = await crypto.subtle.digest("SHA-256", bytes);
-    return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+  async function readTable(source) {
+    const raw = await source.readAll();
+    const table = checkTable(source.name, window.divgpuCache.parseJson(source.name, raw));
+    table.sha256 = await window.divgpuCache.sha256Hex(raw);
+    return table;
+  }
+
+  function checkPair(cache, table) {
+    const name = cache.source.name, h = cache.header;
+    if (h.num_items !== table.n) {
+      throw new InputError(`${name} is for ${h.num_items} items (num_items) but ${table.name} has ${table.n}`);
+    }
+    if (table.sha256 !== null && table.sha256 !== h.embeddings_sha256.toLowerCase()) {
+      throw new InputError(`${name} was computed from another table: its embeddings_sha256 is ${h.embeddings_sha256.slice(0, 12)}…, ${table.name} has sha256 ${table.sha256.slice(0, 12)}…`);
+    }
   }
 
   // The table's titles are "heading — author" (assets/README.md): the
-  // author is what follows the last dash.
-  function splitTitle(table, i) {
-    const full = table.titles ? table.titles[i] : table.ids ? table.ids[i] : `item ${i}`;
+  // author is what follows the last dash. Without titles: the id, or the item.
+  function label(i) {
+    const table = data.table;
+    if (!table || !(table.titles || table.ids)) return { title: `item ${i}`, author: "" };
+    const full = table.titles ? table.titles[i] : table.ids[i];
     const cut = table.titles ? full.lastIndexOf(" — ") : -1;
     return cut < 0 ? { title: full, author: "" } : { title: full.slice(0, cut), author: full.slice(cut + 3) };
   }
 
-  async function load(cacheSource, tableSource) {
+  function describe(cache, table) {
+    const h = cache.header;
+    const count = cache.startsCount === null ? "sequences" : plural(cache.startsCount, "sequence");
+    const more = cache.startsCount === null || cache.startsCount > cache.firstStarts.length ? ", …" : "";
+    let text = `${cache.source.name}: ${cache.form} cache, ${count} of ${h.length} items over ${h.num_items} items, ` +
+      `contract ${h.contract}; starts ${cache.firstStarts.join(", ")}${more}; `;
+    if (!table) {
+      return text + "no table, so items are shown by number (name one with ?embeddings=PATH, or pick it, for titles).";
+    }
+    text += `titles from ${table.name}` + (table.model ? ` (${table.model})` : "");
+    return text + (table.sha256 === null ? "; the table's sha256 was not checked (this page is not a secure context)."
+      : ", the table the cache was computed from.");
+  }
+
+  // What was read of the cache, and how: a large cache must cost little.
+  function showReads() {
+    const { source, reading } = data.cache;
+    const how = !source.byRange ? "the server ignores range requests, so the file was read whole"
+      : reading === "whole" ? "read whole" : source.file ? "read by start with Blob.slice" : "read by start with HTTP range requests";
+    const box = $("reads");
+    box.textContent = `${source.name}: ${bytes(source.bytesRead)} of ${bytes(source.size)} read in ${plural(source.reads, "read")} (${how}).`;
+    box.hidden = false;
+    document.body.dataset.bytesRead = String(source.bytesRead);
+  }
+
+  async function load(cacheSource, tableSource, read) {
+    const ticket = ++loads;
     document.body.dataset.state = "loading";
     $("error").hidden = true;
     $("info").textContent = "Loading…";
     try {
-      const [cs, ts] = await Promise.all([cacheSource(), tableSource()]);
-      const cache = parseJson(cs);
-      const byStart = checkCache(cs.name, cache);
-      const table = checkTable(ts.name, parseJson(ts));
-      if (cache.num_items !== table.n) {
-        throw new InputError(`${cs.name} is for ${cache.num_items} items (num_items) but ${ts.name} has ${table.n}`);
-      }
-      const sha = await sha256Hex(ts.bytes);
-      if (sha !== null && sha !== cache.embeddings_sha256.toLowerCase()) {
-        throw new InputError(`${cs.name} was computed from another table: its embeddings_sha256 is ${cache.embeddings_sha256.slice(0, 12)}…, ${ts.name} has sha256 ${sha.slice(0, 12)}…`);
-      }
-      const lower = [];
-      for (let i = 0; i < table.n; i++) {
-        lower.push(((table.titles ? table.titles[i] : "") + "\n" + (table.ids ? table.ids[i] : "")).toLowerCase());
-      }
-      data = { cache, table, byStart, lower };
-      $("info").textContent =
-        `${cs.name}: ${cache.sequences.length} sequences of ${cache.length} items, contract ${cache.contract}; ` +
-        `titles from ${ts.name}` + (table.model ? ` (${table.model})` : "") +
-        (sha === null ? "; the table's sha256 was not checked (this page is not a secure context)" : ", the table the cache was computed from") + ".";
+      const [cache, table] = await Promise.all([window.divgpuCache.open(cacheSource, read),
+        tableSource ? readTable(tableSource) : null]);
+      if (ticket !== loads) return;
+      if (table) checkPair(cache, table);
+      data = { cache, table, n: cache.header.num_items, lower: table && lowerLabels(table) };
+      $("info").textContent = describe(cache, table);
+      showReads();
       const search = $("search");
       search.disabled = false;
-      document.body.dataset.state = "ready";
+      search.placeholder = table && (table.titles || table.ids) ? "type part of a title, or an item number"
+        : `type an item number, 0 to ${data.n - 1}`;
       const start = params.get("start");
       if (start !== null && /^\d+$/.test(start)) {
-        choose(Number(start));
+        await choose(Number(start));
       } else {
+        document.body.dataset.state = "ready";
         search.focus();
       }
     } catch (e) {
-      fail(e instanceof InputError ? e.message : `cannot show the files: ${e.message}`);
+      if (ticket === loads) failWith(e);
     }
+  }
+
+  function lowerLabels(table) {
+    const lower = [];
+    for (let i = 0; i < table.n; i++) {
+      lower.push(((table.titles ? table.titles[i] : "") + "\n" + (table.ids ? table.ids[i] : "")).toLowerCase());
+    }
+    return lower;
   }
 
   // --- search ---------------------------------------------------------
@@ -193,7 +177,8 @@
     const q = query.trim().toLowerCase();
     if (!q) return [];
     const found = [];
-    if (/^\d+$/.test(q) && Number(q) < data.table.n) found.push(Number(q));
+    if (/^\d+$/.test(q) && Number(q) < data.n) found.push(Number(q));
+    if (!data.lower) return found;
     const later = [];
     for (let i = 0; i < data.lower.length && found.length < MAX_MATCHES; i++) {
       const at = data.lower[i].indexOf(q);
@@ -213,7 +198,7 @@
       li.setAttribute("role", "option");
       li.id = `match-${k}`;
       li.dataset.item = i;
-      const { title, author } = splitTitle(data.table, i);
+      const { title, author } = label(i);
       li.append(title);
       if (author) {
         const span = document.createElement("span");
@@ -252,78 +237,105 @@
   }
 
   // --- the sequence -----------------------------------------------------
-  function choose(item) {
+
+  // This page's address with another start (the other parameters kept).
+  function startHref(item) {
+    const url = new URL(location.href);
+    url.searchParams.set("start", item);
+    return url.search;
+  }
+
+  function noSequence(item) {
+    const { cache, n } = data;
+    if (!(item < n)) return `There is no item ${item}: the cache is of ${n} items, 0 to ${n - 1}.`;
+    const held = cache.startsCount === null ? "some" : `${cache.startsCount} of ${n}`;
+    const how = cache.form === "JSON" && cache.reading === "by start" ? " (read by start, its starts are taken to ascend)" : "";
+    return `No sequence in this cache starts at item ${item}: it holds ${held} starts${how}.`;
+  }
+
+  async function choose(item) {
     matches = [];
     renderMatches();
-    if (!data || !(item >= 0 && item < data.table.n)) return;
-    current = item;
-    const { title, author } = splitTitle(data.table, item);
+    if (!data || !Number.isInteger(item)) return;
+    const ticket = ++chosen;
+    document.body.dataset.state = "reading";
+    const { title, author } = item < data.n ? label(item) : { title: `item ${item}`, author: "" };
     $("search").value = author ? `${title} — ${author}` : title;
-    const heading = $("chosen");
-    heading.textContent = `From “${title}”` + (author ? ` (${author})` : "");
-    heading.hidden = false;
-    const row = data.byStart.get(item);
-    const info = $("chosen-info");
-    info.hidden = false;
+    $("chosen").textContent = `From “${title}”` + (author ? ` (${author})` : "");
+    $("chosen").hidden = false;
+    let found = null;
     try {
-      const url = new URL(location.href);
-      url.searchParams.set("start", item);
-      history.replaceState(null, "", url);
+      if (item < data.n) found = await data.cache.sequence(item);
+    } catch (e) {
+      failWith(e);
+      return;
+    }
+    if (ticket !== chosen) return;
+    try {
+      history.replaceState(null, "", startHref(item));
     } catch (e) {
       // Some file: URLs refuse a new address; the page works without it.
     }
+    current = found && { item, ...found };
+    showSequence(item);
+  }
+
+  function showSequence(item) {
+    const info = $("chosen-info");
+    info.hidden = false;
     $("sequence").textContent = "";
     shown = 0;
-    document.body.dataset.shown = String(item);
-    if (row === undefined) {
-      info.textContent = `No sequence in this cache starts at item ${item}: it holds ${data.cache.sequences.length} of ${data.cache.num_items} starts.`;
+    if (current === null) {
+      info.textContent = noSequence(item);
       $("sequence-table").hidden = true;
       $("more").hidden = true;
-      return;
+    } else {
+      const where = current.position === null ? "" : `, sequence ${current.position} of the cache (both 0-based)`;
+      info.textContent = `Item ${item}${where}: ${current.items.length} items, ` +
+        "each the one most different from the centroid of those before it. Choose one to start from it.";
+      const table = $("sequence-table");
+      table.hidden = false;
+      table.classList.toggle("numbers-only", !(data.table && (data.table.titles || data.table.ids)));
+      showMore();
     }
-    info.textContent = `Item ${item}, sequence ${row} of the cache (both 0-based): ${data.cache.length} items, ` +
-      "each the one most different from the centroid of those before it. Choose a title to start from it.";
-    $("sequence-table").hidden = false;
-    showMore();
+    showReads();
+    document.body.dataset.shown = String(item);
+    document.body.dataset.state = "ready";
+  }
+
+  function cell(className, content) {
+    const td = document.createElement("td");
+    td.className = className;
+    td.append(content);
+    return td;
   }
 
   function showMore() {
-    const seq = data.cache.sequences[data.byStart.get(current)];
-    const body = $("sequence");
+    const seq = current.items;
     const end = Math.min(seq.length, shown + ROWS_PER_PAGE);
     const rows = document.createDocumentFragment();
     for (let k = shown; k < end; k++) {
       const i = seq[k];
-      const { title, author } = splitTitle(data.table, i);
+      const { title, author } = label(i);
       const tr = document.createElement("tr");
       tr.dataset.item = i;
-      const pos = document.createElement("td");
-      pos.className = "pos";
-      pos.textContent = k + 1;
-      const t = document.createElement("td");
-      t.className = "title";
       const a = document.createElement("a");
-      a.href = `?start=${i}`;
+      a.href = startHref(i);
       a.textContent = title;
       a.title = "start from this item";
-      t.append(a);
-      const au = document.createElement("td");
-      au.className = "author";
-      au.textContent = author;
-      const it = document.createElement("td");
-      it.className = "item";
-      it.textContent = i;
-      tr.append(pos, t, au, it);
+      tr.append(cell("pos", String(k + 1)), cell("title", a), cell("author", author), cell("item", String(i)));
       rows.append(tr);
     }
-    body.append(rows);
+    $("sequence").append(rows);
     shown = end;
     const more = $("more");
     more.hidden = shown >= seq.length;
     more.textContent = `Show ${Math.min(ROWS_PER_PAGE, seq.length - shown)} more (${shown} of ${seq.length} shown)`;
   }
 
-  function start() {
+  // --- wiring -------------------------------------------------------------
+
+  function listen() {
     const search = $("search");
     search.addEventListener("input", onInput);
     search.addEventListener("keydown", onKey);
@@ -344,29 +356,57 @@
       }
     });
     $("more").addEventListener("click", showMore);
+  }
 
+  // The cache alone, or with the table for its titles, picked in either order.
+  function listenToPickers(read) {
     const pickCache = $("cache-file");
     const pickTable = $("embeddings-file");
     const onPick = () => {
-      if (pickCache.files.length && pickTable.files.length) {
-        load(() => readFile(pickCache.files[0]), () => readFile(pickTable.files[0]));
-      }
+      if (!pickCache.files.length) return;
+      const table = pickTable.files.length ? window.divgpuCache.fromFile(pickTable.files[0]) : null;
+      load(window.divgpuCache.fromFile(pickCache.files[0]), table, read);
     };
     pickCache.addEventListener("change", onPick);
     pickTable.addEventListener("change", onPick);
+  }
 
+  // ?cache= and ?embeddings= name same-origin files; the shipped table is the
+  // default only beside the default cache (a large job's cache needs none).
+  function urlSources() {
+    const cache = params.get("cache") || null;
+    const table = params.get("embeddings") || null;
+    const cacheHint = cache ? null : "make it with `make run`, or name another with ?cache=PATH";
+    const tableHint = table ? null : "name the table with ?embeddings=PATH";
+    const cacheUrl = cache ? sameOriginUrl("cache", cache) : DEFAULTS.cache;
+    const tableUrl = table ? sameOriginUrl("embeddings", table) : cache ? null : DEFAULTS.embeddings;
+    return [window.divgpuCache.fromUrl(cacheUrl, cacheHint), tableUrl && window.divgpuCache.fromUrl(tableUrl, tableHint)];
+  }
+
+  function start() {
+    listen();
+    const read = params.get("read") || "auto";
+    listenToPickers(READ_MODES.includes(read) ? read : "auto");
+    if (!READ_MODES.includes(read)) {
+      fail(`?read= is ${JSON.stringify(read.slice(0, 20))}: one of ${READ_MODES.join(", ")}`);
+      return;
+    }
     if (location.protocol === "file:") {
       // fetch() cannot read file: URLs in Chromium; the pickers can.
       $("files").open = true;
       $("files-why").hidden = false;
-      $("info").textContent = "Choose the two files below.";
+      $("info").textContent = "Choose the cache below (and the table, for titles).";
       document.body.dataset.state = "pick";
       return;
     }
-    const cacheUrl = params.get("cache") || DEFAULTS.cache;
-    const tableUrl = params.get("embeddings") || DEFAULTS.embeddings;
-    load(() => readUrl(cacheUrl, params.get("cache") ? null : "make it with `make run`, or name another with ?cache=PATH"),
-         () => readUrl(tableUrl, params.get("embeddings") ? null : "name the table with ?embeddings=PATH"));
+    let sources;
+    try {
+      sources = urlSources();
+    } catch (e) {
+      failWith(e);
+      return;
+    }
+    load(sources[0], sources[1], read);
   }
 
   start();

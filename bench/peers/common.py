@@ -1,4 +1,4 @@
-"""Shared parts of the PyTorch peers (docs/contract.md and docs/formats.md), numpy only.
+"""Shared parts of the PyTorch peers (docs/contract.md: the sequence, the fp32 chain, the files), numpy only.
 
 - load_table: `embeddings.json` as divgpu reads it (a bare array of rows, or an
   object with an "embeddings" array); every number parsed to the nearest f64
@@ -200,7 +200,7 @@ def read_cache(path):
 
 def peer_args(description):
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--embeddings", required=True, help="embeddings.json (docs/formats.md)")
+    p.add_argument("--embeddings", required=True, help="embeddings.json (docs/formats.md#embeddings-table)")
     p.add_argument("--starts", help="A:B (A <= s < B) or i,j,k; default: every item")
     p.add_argument("--length", type=int, help="sequence length L (default N)")
     p.add_argument("--out", required=True, help="the diversity_cache.json to write")

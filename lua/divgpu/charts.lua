@@ -1,13 +1,14 @@
 -- The charts of `divgpu plot` (run stats files) and `bench --plot` (A/B
--- pairs), drawn by the native module's plotters binding (divgpu.plot). Each
--- input gets one colour of divgpu.plot_palette, in order, in every panel.
+-- pairs), drawn by the native module's plotters binding (divgpu.plot.draw). Each
+-- input gets one colour of divgpu.plot.palette, in order, in every panel.
 --
 --   local charts = require "divgpu.charts"
 --   charts.runs(list, { out = "run.png", x = "step" | "elapsed", scale = "auto" | "linear" | "log",
 --                       title, width, height })
 --   charts.pairs(configs, meta, { out = "pairs.png", ... })
 --
--- Both return each panel's plotting area in pixels (divgpu.plot's result).
+-- Both return each panel's plotting area in pixels (divgpu.plot.draw's result),
+-- or nil, err when the PNG cannot be written.
 
 local divgpu = require "divgpu"
 
@@ -89,7 +90,7 @@ function _M.runs(runs, opts)
     if #window_series > 0 then
         panels[3] = { y_label = "gram: mean window", series = window_series }
     end
-    return divgpu.plot{
+    return divgpu.plot.draw{
         out = opts.out, width = opts.width, height = opts.height or (#panels == 3 and 1000 or 800),
         title = opts.title or "divgpu run: speed and cost per chunk",
         x_label = x_axis == "step" and "step (middle of each chunk)" or "elapsed seconds (end of each chunk)",
@@ -116,7 +117,7 @@ function _M.pairs(configs, meta, opts)
         end
     end
     ratios[#ratios + 1] = { name = "", color = { 150, 150, 150 }, x = { 1, n }, y = { 1, 1 } }
-    return divgpu.plot{
+    return divgpu.plot.draw{
         out = opts.out, width = opts.width, height = opts.height,
         title = opts.title or string_format("divgpu bench: %d pairs, %s, %d items x %d dims, %d sequences x %d steps",
             n, meta.device, meta.items, meta.dim, meta.sequences, meta.steps),

@@ -6,12 +6,13 @@
 --
 --   local cost = require "divgpu.cost"
 --   local choice = cost.choose({ n =, dim =, sequences =, length = }, device)
---   choice.method ("gram" | "direct"), choice.shape, choice.why, choice.estimates
+--   choice.method ("gram" | "tensor" | "direct"), choice.shape (direct's), choice.why, choice.estimates
 --
 -- device: { rates = { f32_chain = FMA/s of the contract's chain, f64_fma = FMA/s,
---           copy = bytes/s, dispatch = seconds a dispatch costs }, memory = bytes
---           the job may use, gram_ok = true | false, why_not = "..." (when not),
---           name = "..." }
+--           copy = bytes/s, dispatch = seconds a dispatch costs, int8_mac = int8
+--           multiply-adds/s (where known) }, memory = bytes the job may use,
+--           gram_ok = true | false, why_not = "..." (when not), tensor_ok = true
+--           when the tensor filter can run, name = "..." }
 
 local max, min, huge = math.max, math.min, math.huge
 local string_format = string.format
@@ -25,7 +26,7 @@ local _M = {}
 -- Gram step about 40 bytes of memory traffic a candidate-sequence-step
 -- (2.38 s for 3,584 x 8,358 x 8,359 at 4.2 TB/s: latency, not bandwidth,
 -- binds it, so it is charged as traffic at the measured rate).
-_M.EFFICIENCY = { gram_build = 0.32, gemm = 0.6, baseline = 0.05 }
+_M.EFFICIENCY = { gram_build = 0.32, gemm = 0.6, baseline = 0.05, tensor = 0.5 }
 _M.GRAM_BYTES_PER_CANDIDATE_STEP = 40
 
 --- Seconds of the Gram method: G's build (one triangle of N^2 D fmas, f64),
@@ -44,6 +45,16 @@ function _M.direct_seconds(job, rates, shape)
     local fmas = job.sequences * (job.length - 1) * job.n * job.dim
     local dispatches = (job.length - 1) * (shape == "gemm" and 2 or 1)
     return fmas / (rates.f32_chain * _M.EFFICIENCY[shape]) + dispatches * rates.dispatch
+end
+
+--- Seconds of the tensor filter: six int8 slice products a pair and
+--- dimension at the device's int8 multiply-add rate (tensor cores, or the
+--- plain shader's), the approximations written and read back, three
+--- dispatches a step.
+function _M.tensor_seconds(job, rates)
+    local pairs_steps = job.sequences * (job.length - 1) * job.n
+    return 6 * pairs_steps * job.dim / (rates.int8_mac * _M.EFFICIENCY.tensor) + pairs_steps * 8 / rates.copy
+        + 3 * (job.length - 1) * rates.dispatch
 end
 
 --- Bytes of device memory G and a batch of the Gram method's state need.
@@ -75,18 +86,20 @@ function _M.choose(job, device)
     else
         estimates.gram = _M.gram_seconds(job, rates)
     end
+    if device.tensor_ok and rates.int8_mac then estimates.tensor = _M.tensor_seconds(job, rates) end
     local best, best_s = "gemm", estimates.gemm
     if estimates.baseline < best_s then best, best_s = "baseline", estimates.baseline end
     if estimates.gram and estimates.gram < best_s then best, best_s = "gram", estimates.gram end
+    if estimates.tensor and estimates.tensor < best_s then best, best_s = "tensor", estimates.tensor end
     local parts = {}
-    for _, k in ipairs{ "gram", "gemm", "baseline" } do
+    for _, k in ipairs{ "gram", "tensor", "gemm", "baseline" } do
         if estimates[k] then parts[#parts + 1] = k .. " " .. seconds_text(estimates[k]) end
     end
     local why = "estimated " .. table.concat(parts, ", ") .. " on " .. (device.name or "this device")
         .. " (rates from " .. (rates.source or "a table") .. ")"
     if gram_why then why = why .. "; no gram: " .. gram_why end
-    return { method = best == "gram" and "gram" or "direct", shape = best ~= "gram" and best or nil,
-             why = why, estimates = estimates }
+    local method = (best == "gram" or best == "tensor") and best or "direct"
+    return { method = method, shape = method == "direct" and best or nil, why = why, estimates = estimates }
 end
 
 return _M

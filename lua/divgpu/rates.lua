@@ -13,7 +13,7 @@
 
 local json = require "dkjson"
 
-local string_format, type, pcall, tonumber, tostring = string.format, type, pcall, tonumber, tostring
+local string_format, type, tonumber, tostring = string.format, type, tonumber, tostring
 local max = math.max
 
 local _M = {}
@@ -24,7 +24,8 @@ local CHAINS, UNROLL = 8, 8
 -- Stand-ins where nothing can be measured: figures measured on the devices
 -- named (bench/RESULTS.md) and a conservative default.
 _M.KNOWN = {
-    ["NVIDIA H200"] = { f32_chain = 32.0e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6 },
+    -- int8_mac: the tensor cores' int8 rate from registers (577.6 TOPS, 2026-12-01).
+    ["NVIDIA H200"] = { f32_chain = 32.0e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 2.9e14 },
     llvmpipe = { f32_chain = 1.0e8, f64_fma = 1.0e9, copy = 1.0e10, dispatch = 2e-4 },
     default = { f32_chain = 1.0e12, f64_fma = 1.0e11, copy = 2.0e11, dispatch = 2e-5 },
 }
@@ -60,52 +61,59 @@ local function read_cached(path)
     return r
 end
 
+-- Through divgpu's one safe write path; any failure leaves the figures uncached.
 local function write_cached(path, r)
-    local ok = pcall(function()
-        local out = require("divgpu").output(path)
-        out:write(json.encode(r))
-        out:commit()
-    end)
-    return ok
+    local out = require("divgpu").files.output(path)
+    if not out then return false end
+    return out:write(json.encode(r)) and out:commit() and true or false
 end
 
---- Measures the rates on ctx: each kernel sized to run for a few
---- milliseconds on a GPU (a CPU device gets small sizes).
-function _M.measure(ctx)
+-- What shaders/rates.comp declares (checked against its SPIR-V when the
+-- pipeline is made, as a kernel descriptor is).
+local INTERFACE = { bindings = { "out", "src", "dst" }, push = { "mode", "iterations", "words4" } }
+
+local function measure(ctx)
     local divgpu = require "divgpu"
-    local vk = require "divgpu.vk_compute"
+    local device = require "divgpu.device"
+    local need = require("divgpu.failure").need
     local info = ctx.info
-    if not info.timestamps then return nil, "the device has no timestamps" end
     local cpu = info.type == "cpu"
     local groups = cpu and 8 or 4096
-    local pipeline = ctx:pipeline{ spirv = vk.shader(ctx, "rates"), name = "rates" }
+    local pipeline = need(ctx:pipeline{ spirv = need(device.shader(ctx, "rates")), name = "rates", interface = INTERFACE })
     local words4 = cpu and 2 ^ 18 or 2 ^ 25  -- 4 MiB or 512 MiB copied
-    local out = ctx:buffer(groups * 64 * 8, "rates out")
-    local src, dst = ctx:buffer(words4 * 16, "rates src"), ctx:buffer(words4 * 16, "rates dst")
-    src:fill(0)
-    local group = ctx:bind(pipeline, { out, src, dst })
+    local out = need(ctx:buffer(groups * 64 * 8, "rates out"))
+    local src, dst = need(ctx:buffer(words4 * 16, "rates src")), need(ctx:buffer(words4 * 16, "rates dst"))
+    need(src:fill(0))
+    local group = need(ctx:bind(pipeline, { out, src, dst }))
     local function timed(mode, iterations, count)
         local best = math.huge
         for r = 0, 2 do
-            local rec = ctx:recorder()
-            for _ = 1, count or 1 do rec:dispatch(group, { mode, iterations, words4 }, groups) end
-            rec:submit()
-            local t = rec:wait()
+            local rec = need(ctx:recorder())
+            for _ = 1, count or 1 do need(rec:dispatch(group, { mode, iterations, words4 }, groups)) end
+            need(rec:submit())
+            local t = need(rec:wait())
             if r > 0 then best = math.min(best, t) end
         end
         return best
     end
     local fmas = function(iterations) return groups * 64 * iterations * UNROLL * CHAINS end
     local chain_iterations = cpu and 4 or 512
-    local r = {
+    return {
         f32_chain = fmas(chain_iterations) / timed(MODE_CHAIN, chain_iterations),
         f64_fma = fmas(chain_iterations) / timed(MODE_F64, chain_iterations),
         copy = 2 * words4 * 16 / timed(MODE_COPY, 0),
         -- 32 empty dispatches in one submission, each as the copy of nothing.
         dispatch = timed(MODE_CHAIN, 0, 32) / 32,
-        device = info.name, driver_version = info.driver_version, fma = vk.fma_mode(ctx),
+        device = info.name, driver_version = info.driver_version, fma = device.fma_mode(ctx),
     }
-    return r
+end
+
+--- Measures the rates on ctx: each kernel sized to run for a few
+--- milliseconds on a GPU (a CPU device gets small sizes). The figures, or
+--- nil, err (no timestamps; what the device refuses).
+function _M.measure(ctx)
+    if not ctx.info.timestamps then return nil, "the device has no timestamps" end
+    return require("divgpu.failure").catch(measure, ctx)
 end
 
 --- True when `folder` exists (made if missing) and a file can be created in it.
@@ -142,12 +150,12 @@ function _M.of(ctx)
     elseif not writable(folder) then
         r = table_rates(info, "the cache folder " .. tostring(folder) .. " cannot be written")
     else
-        local ok, measured = pcall(_M.measure, ctx)
-        if ok and measured and write_cached(path, measured) then
+        local measured, why = _M.measure(ctx)
+        if measured and write_cached(path, measured) then
             r = measured
             r.source = "a measurement, kept in " .. path
         else
-            r = table_rates(info, ok and "no measurement" or tostring(measured):match("^[^\n]*"))
+            r = table_rates(info, measured and "the cache could not be written" or tostring(why))
         end
     end
     by_context[ctx] = r

@@ -1,21 +1,22 @@
 -- Per-chunk figures of a run (`divgpu run --stats PATH`): JSON lines, one
--- record per line (README "File formats"):
+-- record per line (docs/formats.md#stats-file):
 --   {"record": "header", "format": "divgpu-run-stats", "version": 1, ...}  the run
 --   {"record": "chunk", "device": 1, "batch": 1, "first_step": 1, "steps": 4, ...}
 --   {"record": "end", "stopped": null, "chunks": ..., ...}                    the totals
--- The writer streams through divgpu's one safe write path (divgpu.output:
+-- The writer streams through divgpu's one safe write path (divgpu.files.output:
 -- a temporary file beside PATH, `.divgpu-tmp.*`, a line per chunk written as
 -- it comes, so `tail -f` on writer.temp_path follows a run), synced and renamed
 -- to PATH when the run ends, also when a signal stopped it (the end record
--- says so). A failed write (a full disk) is an error raised at once, naming
--- PATH; after an error the temporary is removed and PATH left as it was.
+-- says so). A failed write (a full disk) is returned at once as nil, err,
+-- naming PATH; after an error the temporary is removed and PATH left as it was.
 --
 --   local stats = require "divgpu.stats"
---   local w = stats.writer(path, header)   w:chunk(c)   w:finish(summary)   w:abort()
+--   local w = assert(stats.writer(path, header))   assert(w:chunk(c))   assert(w:finish(summary))   w:abort()
 --   local run, err = stats.read(path)      -- run.header, run.chunks, run["end"]; nil, "PATH:LINE: ..."
 --
--- Misuse raises error(msg, 2); read() returns nil, err for a bad file.
+-- Misuse raises error(msg, 2); a file that cannot be written or read returns nil, err.
 
+local divgpu = require "divgpu"
 local json = require "dkjson"
 
 local io_open = io.open
@@ -49,26 +50,30 @@ end
 local Writer = {}
 Writer.__index = Writer
 
---- stats.writer(path, header) -> writer, streaming to writer.temp_path.
---- header: the run's description (table, method, devices, sequences,
---- length, ...); "record", "format" and "version" are added.
+--- stats.writer(path, header) -> writer, streaming to writer.temp_path; or
+--- nil, err when the file cannot be made. header: the run's description
+--- (table, method, devices, sequences, length, ...); "record", "format"
+--- and "version" are added.
 function _M.writer(path, header)
     if type(path) ~= "string" or type(header) ~= "table" then error("stats.writer(path, header)", 2) end
-    local ok, out = pcall(require("divgpu").output, path)
-    if not ok then error(string_format("--stats %s", tostring(out):match("^[^\n]*")), 2) end
+    local out, err = divgpu.files.output(path)
+    if not out then return nil, "--stats " .. err end
     local h = { record = "header", format = _M.FORMAT, version = _M.VERSION }
     for k, v in pairs(header) do h[k] = v end
     local self = setmetatable({ path = path, out = out, temp_path = out.temp_path }, Writer)
-    self:line(h)
+    local ok, why = self:line(h)
+    if not ok then return nil, why end
     return self
 end
 
+--- One record as a line: true, or nil, err.
 function Writer:line(record)
-    local ok, err = pcall(self.out.write, self.out, encode(record) .. "\n")
-    if not ok then error(string_format("--stats %s: writing the stats failed: %s", self.path, tostring(err):match("^[^\n]*")), 0) end
+    local ok, err = self.out:write(encode(record) .. "\n")
+    if ok == nil and err then return nil, string_format("--stats %s: writing the stats failed: %s", self.path, err) end
+    return true
 end
 
---- One chunk, as driver.run's on_chunk receives it.
+--- One chunk, as driver.run's on_chunk receives it: true, or nil, err.
 function Writer:chunk(c)
     local work = c.steps * c.sequences
     local r = { record = "chunk", device = c.device, batch = c.batch, first_step = c.first_step, steps = c.steps,
@@ -82,23 +87,27 @@ function Writer:chunk(c)
                    window_ones = g.window_ones, fallbacks = g.fallbacks, window_max_bin = g.window_max_bin,
                    window_max_batch = g.window_max_batch, window_histogram = g.window_histogram }
     end
-    self:line(r)
+    return self:line(r)
 end
 
 --- The end record (driver.run's stats: stopped, chunks, batches, batch_size,
---- gpu_seconds, wall_seconds, build_seconds, sequences), then PATH.part -> PATH.
+--- gpu_seconds, wall_seconds, build_seconds, sequences), then PATH.part ->
+--- PATH: true, or nil, err.
 function Writer:finish(s)
     s = s or {}
-    self:line{ record = "end", stopped = s.stopped or json.null, sequences = s.sequences, chunks = s.chunks,
-               batches = s.batches, batch_size = s.batch_size, gpu_seconds = s.gpu_seconds,
-               wall_seconds = s.wall_seconds, build_seconds = s.build_seconds }
-    local ok, err = pcall(self.out.commit, self.out)
-    if not ok then error(string_format("--stats %s: the stats could not be written: %s", self.path, tostring(err):match("^[^\n]*")), 0) end
+    local ok, err = self:line{ record = "end", stopped = s.stopped or json.null, sequences = s.sequences,
+                               chunks = s.chunks, batches = s.batches, batch_size = s.batch_size,
+                               gpu_seconds = s.gpu_seconds, wall_seconds = s.wall_seconds,
+                               build_seconds = s.build_seconds }
+    if not ok then return nil, err end
+    local committed, why = self.out:commit()
+    if committed == nil and why then return nil, string_format("--stats %s: the stats could not be written: %s", self.path, why) end
+    return true
 end
 
 --- After an error: the temporary is removed, PATH untouched.
 function Writer:abort()
-    pcall(self.out.abort, self.out)
+    self.out:abort()
 end
 
 -- Field checks of the reader: each returns an error text or nil.

@@ -1,4 +1,4 @@
--- Tile size for the tiled shapes (SPEC section 5), and where the L2 size
+-- Tile size for the tiled shapes (docs/contract.md#tile-size), and where the L2 size
 -- comes from. Vulkan does not report the L2 size, so it is taken from, in
 -- order: the user (--l2-bytes), a measurement (`divgpu info --measure-l2`,
 -- or measure = true), or the table of known devices below.

@@ -1,4 +1,4 @@
-// fp16-exact (docs/contract.md#fp16-storage): half loads filter the candidates, the fp32
+// fp16-exact (docs/contract.md#fp16-exact): half loads filter the candidates, the fp32
 // contract decides. Output is bit-identical to the fp32 contract.
 //
 // Filter score of candidate j (filter_chain): f_j = fl(chain(c, h_j)) * inv_norm[j], the same

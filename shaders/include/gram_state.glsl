@@ -1,7 +1,8 @@
 // The Gram filter's per-sequence state layout: the one declaration that
-// gram.comp includes and lua/divgpu/kernels/gram.lua reads (it parses the
-// `const uint` lines below from the embedded copy of this file), so the
-// shader and the driver cannot disagree about it.
+// gram.comp includes and the kernel registry reads for the driver (the
+// descriptor lua/divgpu/kernels/gram.lua names this file as its
+// state_layout; lua/divgpu/kernel.lua parses the `const uint` lines below
+// from the embedded copy), so the shader and the driver cannot disagree.
 //
 // state_u32, per sequence: the item appended last (its G' row, mask and
 // centroid row are still to apply), window sizes summed, windows of one,

@@ -1,8 +1,8 @@
-// The direct method's kernels (baseline.comp, tiled.comp, tile-dispatch.comp,
-// docs/contract.md#shapes): what they declare alike. Include first, then declare the
-// push block with SCAN_PUSH_FIELDS and the shape's own fields, then include
-// scan_common.glsl. Precision variants (defines, from each kernel's
-// .variants table):
+// The direct method's kernels (baseline.comp, tiled.comp, tile-dispatch.comp;
+// docs/contract.md#shapes): what they declare alike. Include first, then
+// declare the push block with SCAN_PUSH_FIELDS and the shape's own fields,
+// then include scan_common.glsl. Precision variants (defines, from the values
+// of each kernel's axes, NAME.axes.json):
 //   DIVGPU_FP16          the fp16 contract: half loads, f32 arithmetic (no float16_t math)
 //   DIVGPU_FP16_EXACT    half loads filter, the fp32 contract decides
 //   DIVGPU_COLUMNS       the table stored by columns (see below)
@@ -50,12 +50,12 @@ layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float16_t emb[
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };      // [N][D]
 #define LOAD_EMB(i) emb[i]
 #endif
-layout(std430, set = 0, binding = 1) readonly buffer InvNorms { float inv_norm[]; };  // [N], from the host
+layout(std430, set = 0, binding = 1) readonly buffer InvNorm { float inv_norm[]; };   // [N], from the host
 layout(std430, set = 0, binding = 2) buffer Centroids { double csum[]; };            // [S][D], f64 sums
 layout(std430, set = 0, binding = 3) buffer Masks { uint mask[]; };                  // [S][ceil(N/32)] chosen bits
 layout(std430, set = 0, binding = 4) writeonly buffer Winners { uint winners[]; };   // [S][ring]
 #if DIVGPU_FP16_EXACT
 // fp16-exact: the half table filters, the f32 table (binding 0) decides.
 layout(std430, set = 0, binding = 6) readonly buffer Embeddings16 { float16_t emb16[]; };  // [N][D]
-layout(std430, set = 0, binding = 7) buffer Filters { float filter_score[]; };            // [S][N]
+layout(std430, set = 0, binding = 7) buffer FilterScores { float filter_score[]; };       // [S][N]
 #endif

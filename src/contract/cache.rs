@@ -1,7 +1,7 @@
-//! `diversity_cache.json` (SPEC section 4): written atomically, read back for
+//! `diversity_cache.json` (docs/formats.md#cache-file): written atomically, read back for
 //! `verify`.
 //!
-//! Version 2 (issue 15) records what the file must contain: `starts_count`
+//! Version 2 records what the file must contain: `starts_count`
 //! and `starts_sha256` (the sha256 of the starts as little-endian u32, in
 //! order: each sequence's first item), and `divgpu_version`, the divgpu that
 //! wrote it. A reader refuses a version 2 cache that lacks a sequence or whose
@@ -170,7 +170,7 @@ pub fn check_header(path: &str, h: &CacheHeader) -> Result<()> {
     }
     // Both are printed by `verify`: checked here, they keep its lines one line.
     if h.contract != "fp32" && h.contract != "fp16" {
-        return Err(Error::input(path, format!("unknown contract {:?} (SPEC section 4: \"fp32\" or \"fp16\")", h.contract)));
+        return Err(Error::input(path, format!("unknown contract {:?} (\"fp32\" or \"fp16\")", h.contract)));
     }
     if !is_sha256(&h.embeddings_sha256) {
         return Err(Error::input(path, "embeddings_sha256 is not a sha256 (64 hex digits)"));

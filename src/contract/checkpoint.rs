@@ -7,7 +7,7 @@
 //! - `sequences.part`: exactly the bytes the cache will have, up to the last
 //!   committed batch, in the run's form (`cache_io::Form`): the JSON header
 //!   and one sequence per line, or the binary head (header, starts, index)
-//!   and fixed-width rows;
+//!   and fixed-width rows (docs/formats.md#checkpoint);
 //! - `batches.jsonl`: one record per committed batch, appended and synced
 //!   after the batch's bytes: its first sequence, its count, the offset where
 //!   its bytes end, their sha256, and the sha256 of its starts. The records

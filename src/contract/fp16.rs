@@ -1,4 +1,4 @@
-//! FP16 storage (SPEC section 3): the round-to-nearest-even half of each f32.
+//! FP16 storage (docs/contract.md#fp16-storage): the round-to-nearest-even half of each f32.
 
 use half::f16;
 
@@ -48,7 +48,7 @@ mod tests {
     }
 }
 
-// ---- embeddings_fp16.bin and its meta file (SPEC section 4) ----------------
+// ---- embeddings_fp16.bin and its meta file (docs/formats.md#fp16-files) ----------------
 
 use std::io::Read;
 
@@ -101,7 +101,7 @@ pub fn convert(json_path: &str) -> Result<(String, String)> {
         &[Named { option: "the table", path: json_path }],
         false,
     )?;
-    let table = Table::load(json_path)?;
+    let table = super::table_file::load(json_path)?;
     let halves = to_fp16(&table)?;
     let bytes: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
     write_atomically(&bin, |w| {
@@ -265,7 +265,7 @@ mod file_tests {
         Ok(())
     }
 
-    // Issue 15: the meta's N x D was trusted (a meta saying 1200 x 32 for a
+    // Once, the meta's N x D was trusted (a meta saying 1200 x 32 for a
     // 600 x 64 table, the same size, gave a cache claiming 1200 x 32).
     #[test]
     fn an_edited_shape_or_bin_is_refused_naming_the_meta_file() {

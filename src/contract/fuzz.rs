@@ -33,7 +33,7 @@ fn check_table(t: &Table) {
     assert!(t.data.iter().chain(&t.inv_norm).all(|x| x.is_finite()), "accepted a non-finite value");
 }
 
-/// `embeddings.json` (SPEC section 4).
+/// `embeddings.json` (docs/formats.md#embeddings-table).
 pub fn embeddings_json(data: &[u8]) {
     match Table::parse_json(JSON_PATH, data) {
         Ok(t) => check_table(&t),

@@ -1,4 +1,4 @@
-//! Host side of the certified Gram filter (SPEC section 8): the per-row norm
+//! Host side of the certified Gram filter (docs/contract.md#gram): the per-row norm
 //! bounds its error bound needs, and the certificate that no value of the
 //! method can overflow. The proof is `shaders/gram.md`.
 

@@ -1,4 +1,4 @@
-//! One writer per output (issue 15): `run` holds `OUT.lock` while it writes
+//! One writer per output: `run` holds `OUT.lock` while it writes
 //! OUT and its checkpoint `OUT.checkpoint/`.
 //!
 //! The lock file records who holds it (`{"host", "pid", "started"}`, unix

@@ -1,4 +1,4 @@
-//! The CPU mirror: the fp32 contract of SPEC section 2 on the host, one
+//! The CPU mirror: the fp32 contract of docs/contract.md#fp32-chain on the host, one
 //! sequence per rayon task. It is the oracle of the tests and of `verify`, so
 //! it is written to be obviously the contract: one f32 accumulator per
 //! candidate, `mul_add` (a fused multiply-add, one rounding) over d ascending,

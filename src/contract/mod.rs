@@ -1,4 +1,4 @@
-//! The contract of SPEC.md on the host: tables and their validation,
+//! The contract (docs/contract.md) on the host: tables and their validation,
 //! `inv_norm`, FP16 conversion, synthetic data, the CPU mirror, the cache
 //! file in its two forms (`cache` JSON, `binary_cache`, both streamed through
 //! `cache_io`), the checkpoint of an interrupted run, the parts of a sharded
@@ -22,5 +22,6 @@ pub mod subnormal;
 pub mod synth;
 pub mod tensor;
 pub mod table;
+pub mod table_file;
 #[cfg(test)]
 mod test_support;

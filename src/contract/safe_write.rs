@@ -1,4 +1,4 @@
-//! The one way divgpu writes a file (issue 15). Every output of every command
+//! The one way divgpu writes a file. Every output of every command
 //! (the cache, a part, a merge, a table, the FP16 files, a chart, the stats,
 //! the checkpoint's state) goes through here:
 //!
@@ -433,12 +433,12 @@ pub fn check_files(outputs: &[Named], inputs: &[Named], stdout_ok: bool) -> Resu
     for out in outputs {
         if out.path == STDOUT {
             if !stdout_ok {
-                return Err(Error::Usage(format!("{} -: standard output is not an output of this command; name a file", out.option)));
+                return Err(Error::Refused(format!("{} -: standard output is not an output of this command; name a file", out.option)));
             }
             targets.push(None);
             continue;
         }
-        let named = |e: Error| Error::Usage(format!("{} {e}", out.option));
+        let named = |e: Error| Error::Refused(format!("{} {e}", out.option));
         let t = resolve(out.path).map_err(named)?;
         probe(&t).map_err(named)?;
         let same = |path: &str| {
@@ -447,7 +447,7 @@ pub fn check_files(outputs: &[Named], inputs: &[Named], stdout_ok: bool) -> Resu
         };
         for input in inputs {
             if same(input.path) {
-                return Err(Error::Usage(format!(
+                return Err(Error::Refused(format!(
                     "{} {} is the same file as {} {}: divgpu never writes over its input",
                     out.option, out.path, input.option, input.path
                 )));
@@ -456,7 +456,7 @@ pub fn check_files(outputs: &[Named], inputs: &[Named], stdout_ok: bool) -> Resu
         for (earlier, seen) in outputs.iter().zip(&targets) {
             let clash = |s: &Target| s.file == t.file || identity(&s.file).is_some_and(|id| identity(&t.file) == Some(id));
             if seen.as_ref().is_some_and(clash) {
-                return Err(Error::Usage(format!(
+                return Err(Error::Refused(format!(
                     "{} {} is the same file as {} {}: each output needs a file of its own",
                     out.option, out.path, earlier.option, earlier.path
                 )));

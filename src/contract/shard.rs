@@ -1,5 +1,5 @@
 //! A run split over several jobs (`run --shard I/N`) and the merge of their
-//! parts (`divgpu merge`): issue 8, item 2.
+//! parts (`divgpu merge`).
 //!
 //! The split: of a run's M starts (after `--starts`, in their order), part I
 //! of N holds the contiguous block of positions [floor(I·M/N),
@@ -8,7 +8,7 @@
 //! Concatenated in index order the parts are the run's sequences in the run's
 //! order, so the merged file is byte-identical to an unsharded run's.
 //!
-//! A part is a cache (SPEC section 4) with one more header field, `"shard":
+//! A part is a cache (docs/formats.md#shard-parts) with one more header field, `"shard":
 //! {"index": I, "count": N, "starts": M, "starts_sha256": "..."}` (the sha256
 //! of the whole run's starts as little-endian u32s, as the checkpoint keys
 //! them), written just before `"sequences"`. Readers that ignore unknown
@@ -364,7 +364,9 @@ pub fn merge_as(out: &str, paths: &[String], form: Form) -> Result<Merged> {
     // Before anything is read: the output is writable and none of the parts.
     let inputs: Vec<Named> = paths.iter().map(|p| Named { option: "part", path: p }).collect();
     check_files(&[Named { option: "--out", path: out }], &inputs, true)?;
-    let parts = read_parts(paths)?;
+    let mut parts = read_parts(paths)?;
+    check_same_run(&parts)?;
+    check_complete(&mut parts)?;
     let expected = parts[0].shard.starts_sha256.clone();
     // The merge is the unsharded run's cache: the whole run's starts.
     let header = parts[0].header.with_starts(parts[0].shard.starts, &expected);
@@ -409,7 +411,7 @@ pub fn merge_as(out: &str, paths: &[String], form: Form) -> Result<Merged> {
 /// The parts' first items, in shard order, hash to the run's starts_sha256.
 fn check_run_starts(starts: Sha256, expected: &str) -> Result<()> {
     if hex(&starts.finalize()) != expected {
-        return Err(Error::Usage(
+        return Err(Error::Refused(
             "merge: the parts' starts (each sequence's first item, in shard order) do not hash to the run's \
              starts_sha256 in their headers: a part was altered"
                 .into(),
@@ -418,7 +420,7 @@ fn check_run_starts(starts: Sha256, expected: &str) -> Result<()> {
     Ok(())
 }
 
-/// The parts' headers, checked to be every part of one run, in shard order.
+/// The parts' headers, each checked to be a part of a sharded run.
 fn read_parts(paths: &[String]) -> Result<Vec<Part>> {
     let mut parts = Vec::with_capacity(paths.len());
     for path in paths {
@@ -444,7 +446,11 @@ fn read_parts(paths: &[String]) -> Result<Vec<Part>> {
         }
         parts.push(Part { path: path.clone(), header: h.header, shard, block });
     }
-    check_one_run(&parts)?;
+    Ok(parts)
+}
+
+/// Sorts the parts by shard; each shard once, none missing.
+fn check_complete(parts: &mut [Part]) -> Result<()> {
     parts.sort_by_key(|p| p.shard.index); // stable: of two equal indices, the first given stays first
     for w in parts.windows(2) {
         if w[0].shard.index == w[1].shard.index {
@@ -456,16 +462,16 @@ fn read_parts(paths: &[String]) -> Result<Vec<Part>> {
     }
     let count = parts[0].shard.count;
     if let Some(missing) = (0..count).find(|&i| parts.get(i).map(|p| p.shard.index) != Some(i)) {
-        return Err(Error::Usage(format!(
+        return Err(Error::Refused(format!(
             "merge: shard {missing}/{count} is missing ({} of the {count} parts were given)",
             parts.len()
         )));
     }
-    Ok(parts)
+    Ok(())
 }
 
-/// Every part is of the first part's table, contract, length and run.
-fn check_one_run(parts: &[Part]) -> Result<()> {
+/// Every part of the same run as the first: table, contract, length, split.
+fn check_same_run(parts: &[Part]) -> Result<()> {
     let first = &parts[0];
     for p in &parts[1..] {
         let (a, b) = (&first.header, &p.header);

@@ -1,5 +1,5 @@
 //! The certificate that lets a device without f32 denormals run the contract's
-//! plain kernels (SPEC section 2, subnormals): if it holds, no f32 value the
+//! plain kernels (docs/contract.md#subnormals): if it holds, no f32 value the
 //! contract's chain forms can be subnormal, so flushing them to zero changes
 //! nothing. If it fails (`Err` names the first value at fault), such a device
 //! runs the kernels with DIVGPU_EXACT_UNDERFLOW, which redoes every operation
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn the_counterexample_is_refused_at_row_0() {
-        // SPEC section 2: [0,1,2] on the H200 (flushes), [0,2,1] in the mirror.
+        // docs/contract.md#subnormals: [0,1,2] on the H200 (flushes), [0,2,1] in the mirror.
         let t = table(&[&[4.64458274e-39], &[4.83849653e-05], &[1.19138513e-05]]);
         let err = check(&t).expect_err("the counterexample passed");
         assert!(err.starts_with("row 0, column 0: value 4.64458"), "{err}");

@@ -1,4 +1,4 @@
-//! Clustered synthetic tables (SPEC section 6): k random unit centres, each
+//! Clustered synthetic tables (docs/contract.md#reference-tables): k random unit centres, each
 //! item a centre plus Gaussian noise, normalised. Never zeros or uniform
 //! noise, which hide indexing bugs and near-ties.
 

@@ -1,5 +1,5 @@
-//! Embedding tables: loading `embeddings.json` (SPEC section 4), validating it,
-//! and the host-side part of the fp32 contract (`inv_norm`, SPEC section 2).
+//! Embedding tables: loading `embeddings.json` (docs/formats.md#embeddings-table), validating it,
+//! and the host-side part of the fp32 contract (`inv_norm`, docs/contract.md#fp32-chain).
 
 use std::fmt;
 
@@ -26,7 +26,7 @@ pub struct Table {
 }
 
 /// `inv_norm[j] = (f32)(1 / sqrt(sum_d (f64)E[j][d]^2))`, the sum in f64 over
-/// d ascending, then one rounding to f32 (SPEC section 2). The GPU never
+/// d ascending, then one rounding to f32 (docs/contract.md#fp32-chain). The GPU never
 /// computes this: its sqrt and division are not correctly rounded.
 pub fn inv_norm_of(row: &[f32]) -> f32 {
     let mut sum = 0.0f64;
@@ -145,28 +145,7 @@ impl Table {
         &self.data[j * self.dim..(j + 1) * self.dim]
     }
 
-    /// Loads and validates a table: a NumPy `.npy` file (and its titles
-    /// sidecar) when the name ends in `.npy`, else `embeddings.json`.
-    pub fn load(path: &str) -> Result<Table> {
-        match TableFormat::of(path) {
-            Some(TableFormat::Npy) => super::npy::load(path),
-            _ => Self::load_json(path),
-        }
-    }
-
-    /// Writes the table (atomically) in the format its name ends in: `.npy`
-    /// (with its titles sidecar) or `.json`; any other name is refused.
-    pub fn write(&self, path: &str) -> Result<()> {
-        match TableFormat::of(path) {
-            Some(TableFormat::Npy) => super::npy::write(self, path),
-            Some(TableFormat::Json) => self.write_json(path),
-            // Standard output (synth --out -): JSON, the text form.
-            None if path == "-" => self.write_json(path),
-            None => Err(Error::input(path, "a table is written as .npy or .json: the name must end in one of them")),
-        }
-    }
-
-    /// Loads and validates `embeddings.json` (both shapes of SPEC section 4).
+    /// Loads and validates `embeddings.json` (both shapes of docs/formats.md#embeddings-table).
     pub fn load_json(path: &str) -> Result<Table> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
         Self::parse_json(path, &bytes)
@@ -237,26 +216,6 @@ pub(crate) fn check_labels(path: &str, n: usize, ids: Option<usize>, titles: Opt
         }
     }
     Ok(())
-}
-
-/// The two file formats of a table, told apart by the file name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TableFormat {
-    Json,
-    Npy,
-}
-
-impl TableFormat {
-    pub fn of(path: &str) -> Option<TableFormat> {
-        let ext = std::path::Path::new(path).extension()?;
-        if ext.eq_ignore_ascii_case("npy") {
-            Some(TableFormat::Npy)
-        } else if ext.eq_ignore_ascii_case("json") {
-            Some(TableFormat::Json)
-        } else {
-            None
-        }
-    }
 }
 
 pub fn hex(bytes: &[u8]) -> String {

@@ -1,10 +1,13 @@
-//! `HostArray`: typed arrays in native memory (u32, u16, f32, f64). Tables,
-//! starts, centroids and sequences move between files, the GPU and the CPU
-//! mirror as these, never as flattened Lua tables. Lua sees a 1-based array:
-//! `a[i]`, `a[i] = v`, `#a`.
+//! `HostArray` (`array`): typed arrays in native memory (u32, u16, f32,
+//! f64). Tables, starts, centroids and sequences move between files, the GPU
+//! and the CPU mirror as these, never as flattened Lua tables. Lua sees a
+//! 1-based array: `a[i]` (nil outside 1..#a, as a table), `a[i] = v`, `#a`.
+//! Where a short list is natural (starts), a plain Lua table is taken too
+//! (`U32s`).
 
-use mlua::{MetaMethod, UserData, UserDataMethods};
+use mlua::{AnyUserData, FromLua, Lua, MetaMethod, Table as LuaTable, UserData, UserDataFields, UserDataMethods, UserDataRef, Value};
 
+use super::boundary::{function, registry_key, Methods};
 use crate::error::Error;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +111,11 @@ impl HostArray {
         }
     }
 
+    /// The value at 1-based `i`, or None outside 1..len.
+    fn value_at(&self, i: f64) -> Option<f64> {
+        (i >= 1.0 && i.fract() == 0.0 && i <= self.len() as f64).then(|| self.get(i as usize - 1))
+    }
+
     fn index(&self, i: i64) -> mlua::Result<usize> {
         if i < 1 || i as usize > self.len() {
             return Err(Error::Usage(format!("index {i} out of range 1..{}", self.len())).into());
@@ -167,27 +175,126 @@ impl HostArray {
     }
 }
 
+/// `count` values from 1-based `first`, a new array of the same dtype.
+fn slice(a: &HostArray, first: usize, count: usize) -> mlua::Result<HostArray> {
+    if first == 0 || (first - 1).checked_add(count).is_none_or(|end| end > a.len()) {
+        return Err(Error::Usage(format!("slice({first}, {count}): the array has {} values", a.len())).into());
+    }
+    let range = first - 1..first - 1 + count;
+    Ok(match a {
+        HostArray::U32(v) => HostArray::U32(v[range].to_vec()),
+        HostArray::U16(v) => HostArray::U16(v[range].to_vec()),
+        HostArray::F32(v) => HostArray::F32(v[range].to_vec()),
+        HostArray::F64(v) => HostArray::F64(v[range].to_vec()),
+    })
+}
+
+/// The first sequence of `length` items that begins with item `start`, in an
+/// array of whole sequences (a run's result, a cache's), or None.
+fn sequence(a: &HostArray, start: u32, length: usize) -> mlua::Result<Option<HostArray>> {
+    let v = a.as_u32("sequences")?;
+    if length == 0 || v.len() % length != 0 {
+        return Err(Error::Usage(format!("sequence(): {} values are not whole sequences of length {length}", v.len())).into());
+    }
+    Ok(v.chunks_exact(length).find(|s| s[0] == start).map(|s| HostArray::U32(s.to_vec())))
+}
+
+const TYPE: &str = "HostArray";
+
+pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, TYPE)?;
+    m.add(lua, "dtype", |_, this: &HostArray, ()| Ok(this.dtype()))?;
+    m.add(lua, "to_table", |lua, this: &HostArray, ()| {
+        let t = lua.create_table_with_capacity(this.len(), 0)?;
+        for i in 0..this.len() {
+            t.raw_set(i + 1, this.get(i))?;
+        }
+        Ok(t)
+    })?;
+    m.add(lua, "equals", |_, this: &HostArray, other: UserDataRef<HostArray>| Ok(*this == *other))?;
+    // a:transposed(rows, cols): the rows x cols array, by columns.
+    m.add(lua, "transposed", |_, this: &HostArray, (rows, cols): (usize, usize)| this.transposed(rows, cols))?;
+    m.add(lua, "slice", |_, this: &HostArray, (first, count): (usize, usize)| slice(this, first, count))?;
+    // a:set(i, v), also written a[i] = v (the array's __newindex).
+    m.add_mut(lua, "set", |_, this: &mut HostArray, (i, x): (i64, f64)| {
+        let i = this.index(i)?;
+        this.set(i, x)
+    })?;
+    // seqs:sequence(start, length) -> the sequence beginning at item `start`,
+    // or nil and why (no sequence of the array starts there).
+    m.add(lua, "sequence", |_, this: &HostArray, (start, length): (u32, usize)| {
+        Ok(match sequence(this, start, length)? {
+            Some(s) => (Some(s), None),
+            None => (None, Some(format!("no sequence of the array starts at item {start}"))),
+        })
+    })?;
+    Ok(m)
+}
+
 impl UserData for HostArray {
-    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        m.add_method("dtype", |_, this, ()| Ok(this.dtype()));
-        m.add_method("to_table", |lua, this, ()| {
-            let t = lua.create_table_with_capacity(this.len(), 0)?;
-            for i in 0..this.len() {
-                t.raw_set(i + 1, this.get(i))?;
-            }
-            Ok(t)
+    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
+        // a[i] = v is a:set(i, v), under the error rule like every method.
+        f.add_meta_field_with("__newindex", |lua| {
+            lua.named_registry_value::<LuaTable>(&registry_key(TYPE))?.get::<mlua::Function>("set")
         });
-        m.add_method("equals", |_, this, other: mlua::UserDataRef<HostArray>| Ok(*this == *other));
-        // a:transposed(rows, cols): the rows x cols array, by columns.
-        m.add_method("transposed", |_, this, (rows, cols): (usize, usize)| this.transposed(rows, cols));
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
         m.add_meta_method(MetaMethod::Len, |_, this, ()| Ok(this.len()));
-        m.add_meta_method(MetaMethod::Index, |_, this, i: i64| Ok(this.get(this.index(i)?)));
-        m.add_meta_method_mut(MetaMethod::NewIndex, |_, this, (i, x): (i64, f64)| {
-            let i = this.index(i)?;
-            this.set(i, x)
+        // a[i] (a number) is a value, nil outside 1..#a; a.name is a method.
+        m.add_meta_function(MetaMethod::Index, |lua, (ud, key): (AnyUserData, Value)| match key {
+            Value::Integer(i) => Ok(ud.borrow::<HostArray>()?.value_at(i as f64).map_or(Value::Nil, Value::Number)),
+            Value::Number(x) => Ok(ud.borrow::<HostArray>()?.value_at(x).map_or(Value::Nil, Value::Number)),
+            Value::String(_) => lua.named_registry_value::<LuaTable>(&registry_key(TYPE))?.get::<Value>(key),
+            _ => Ok(Value::Nil),
         });
         m.add_meta_method(MetaMethod::ToString, |_, this, ()| {
             Ok(format!("divgpu.array<{}>[{}]", this.dtype(), this.len()))
         });
     }
+}
+
+/// A u32 list from Lua: a u32 array, or, where a short list is natural (a
+/// run's starts), a plain table of whole numbers such as `{0, 5, 17}`.
+pub enum U32s {
+    Array(UserDataRef<HostArray>),
+    Table(Vec<u32>),
+}
+
+impl FromLua for U32s {
+    fn from_lua(value: Value, lua: &Lua) -> mlua::Result<Self> {
+        match value {
+            Value::Table(t) => match HostArray::from_lua_table("u32", &t)? {
+                HostArray::U32(v) => Ok(U32s::Table(v)),
+                _ => Err(Error::Usage("expected a list of whole numbers".into()).into()),
+            },
+            Value::UserData(_) => Ok(U32s::Array(UserDataRef::<HostArray>::from_lua(value, lua)?)),
+            other => Err(Error::Usage(format!("expected a u32 array or a list of whole numbers, got {}", other.type_name())).into()),
+        }
+    }
+}
+
+impl U32s {
+    pub fn as_slice(&self, what: &str) -> mlua::Result<&[u32]> {
+        match self {
+            U32s::Array(a) => a.as_u32(what).map(|v| v.as_slice()),
+            U32s::Table(v) => Ok(v),
+        }
+    }
+}
+
+pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
+    // divgpu.array(dtype, n | { values }) -> array
+    m.set(
+        "array",
+        function(lua, |_, (dtype, init): (String, Value)| match init {
+            Value::Table(t) => HostArray::from_lua_table(&dtype, &t),
+            Value::Integer(n) if n >= 0 => HostArray::new(&dtype, usize::try_from(n).unwrap_or(usize::MAX)),
+            // A length past usize (1e300) saturates, and the allocation then fails with an error.
+            Value::Number(n) if n >= 0.0 && n.fract() == 0.0 => HostArray::new(&dtype, n as usize),
+            Value::Number(n) => Err(Error::Usage(format!("array(): the length {n} is not a whole number >= 0")).into()),
+            other => Err(Error::Usage(format!("array(): expected a length or a table, got {}", other.type_name())).into()),
+        })?,
+    )?;
+    Ok(())
 }

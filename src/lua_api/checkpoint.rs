@@ -11,17 +11,19 @@
 //! feeding the devices meanwhile. Commits run in order; at most one batch
 //! waits behind the one being written (`append` blocks beyond that, so a slow
 //! disk bounds memory). `finish` or any field waits for every commit, so what
-//! Lua reads is on disk. The first failed commit ends the checkpoint: it is
-//! raised by the next call (an `append` sees it as soon as the writer has
-//! failed) and by every call after, and nothing more is written.
+//! Lua reads is on disk. The first failed commit ends the checkpoint: the
+//! next `append` or `finish` returns it (an `append` sees it as soon as the
+//! writer has failed), and every one after; nothing more is written, and the
+//! fields go on saying what was committed before it.
 
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use mlua::{UserData, UserDataFields, UserDataMethods, UserDataRef};
+use mlua::{Lua, UserData, UserDataFields};
 
-use super::arrays::HostArray;
+use super::arrays::U32s;
+use super::boundary::{methods_index, Methods};
 use crate::contract::checkpoint::BatchSink;
 use crate::error::{Error, Result};
 
@@ -43,15 +45,36 @@ enum Slot {
     Finished,
 }
 
-pub struct CheckpointHandle(Mutex<Slot>);
+/// What the fields say: the checkpoint's figures when it was last idle.
+#[derive(Clone, Default)]
+struct Known {
+    done: usize,
+    total: usize,
+    path: String,
+    notes: Vec<String>,
+}
+
+pub struct CheckpointHandle(Mutex<Slot>, Mutex<Known>);
 
 fn failed(message: &str) -> Error {
-    Error::Usage(format!("checkpoint: an earlier commit failed: {message}"))
+    Error::Refused(format!("checkpoint: an earlier commit failed: {message}"))
 }
 
 impl CheckpointHandle {
     pub fn new(cp: Checkpoint) -> Self {
-        CheckpointHandle(Mutex::new(Slot::Idle(cp)))
+        let known = Known { done: cp.done(), total: cp.total(), path: cp.path(), notes: cp.notes() };
+        CheckpointHandle(Mutex::new(Slot::Idle(cp)), Mutex::new(known))
+    }
+
+    /// The figures after every queued commit, or as they were before a
+    /// failed one (which `append` and `finish` report).
+    fn known(&self) -> Known {
+        let now = self.with(|cp| Ok(Known { done: cp.done(), total: cp.total(), path: cp.path(), notes: cp.notes() }));
+        let mut known = self.1.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Ok(k) = now {
+            *known = k;
+        }
+        known.clone()
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Slot>> {
@@ -112,7 +135,7 @@ impl CheckpointHandle {
                 Ok(thread) => *slot = Slot::Writing(Writer { batches, thread, failed }),
                 Err(e) => {
                     *slot = Slot::Failed(format!("could not start the writer thread: {e}"));
-                    return Err(Error::Usage(format!("checkpoint: could not start the writer thread: {e}")));
+                    return Err(Error::Refused(format!("checkpoint: could not start the writer thread: {e}")));
                 }
             }
         }
@@ -132,39 +155,50 @@ impl CheckpointHandle {
     }
 }
 
-impl UserData for CheckpointHandle {
-    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
-        f.add_field_method_get("done", |_, this| Ok(this.with(|cp| Ok(cp.done()))?));
-        f.add_field_method_get("total", |_, this| Ok(this.with(|cp| Ok(cp.total()))?));
-        f.add_field_method_get("path", |_, this| Ok(this.with(|cp| Ok(cp.path()))?));
-        f.add_field_method_get("notes", |_, this| Ok(this.with(|cp| Ok(cp.notes()))?));
+const TYPE: &str = "CheckpointHandle";
+
+impl CheckpointHandle {
+    fn finish(&self) -> Result<()> {
+        self.with(|_| Ok(()))?;
+        let mut slot = self.lock()?;
+        match std::mem::replace(&mut *slot, Slot::Finished) {
+            Slot::Idle(cp) => cp.finish(),
+            Slot::Failed(message) => {
+                *slot = Slot::Failed(message.clone());
+                Err(failed(&message))
+            }
+            _ => Err(Error::Usage("checkpoint: already finished".into())),
+        }
     }
 
-    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        m.add_method("append", |_, this, sequences: UserDataRef<HostArray>| {
-            Ok(this.append(sequences.as_u32("sequences")?.to_vec())?)
-        });
-        m.add_method("finish", |_, this, ()| {
-            this.with(|_| Ok(()))?;
-            let mut slot = this.lock()?;
-            match std::mem::replace(&mut *slot, Slot::Finished) {
-                Slot::Idle(cp) => Ok(cp.finish()?),
-                Slot::Failed(message) => {
-                    *slot = Slot::Failed(message.clone());
-                    Err(failed(&message).into())
-                }
-                _ => Err(Error::Usage("checkpoint: already finished".into()).into()),
-            }
-        });
-        // Waits for the commits queued (their failure is not raised: the
-        // caller is already ending), then drops the checkpoint and its lock.
-        m.add_method("close", |_, this, ()| {
-            let _ = this.with(|_| Ok(()));
-            let mut slot = this.lock()?;
-            if !matches!(&*slot, Slot::Failed(_)) {
-                *slot = Slot::Finished;
-            }
-            Ok(())
-        });
+    /// Waits for the commits queued (their failure is not raised: the
+    /// caller is already ending), then drops the checkpoint and its lock.
+    fn close(&self) -> Result<()> {
+        let _ = self.with(|_| Ok(()));
+        let mut slot = self.lock()?;
+        if !matches!(&*slot, Slot::Failed(_)) {
+            *slot = Slot::Finished;
+        }
+        Ok(())
+    }
+}
+
+pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, TYPE)?;
+    m.add(lua, "append", |_, this: &CheckpointHandle, sequences: U32s| {
+        Ok(this.append(sequences.as_slice("sequences")?.to_vec())?)
+    })?;
+    m.add(lua, "finish", |_, this: &CheckpointHandle, ()| Ok(this.finish()?))?;
+    m.add(lua, "close", |_, this: &CheckpointHandle, ()| Ok(this.close()?))?;
+    Ok(m)
+}
+
+impl UserData for CheckpointHandle {
+    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
+        f.add_field_method_get("done", |_, this| Ok(this.known().done));
+        f.add_field_method_get("total", |_, this| Ok(this.known().total));
+        f.add_field_method_get("path", |_, this| Ok(this.known().path));
+        f.add_field_method_get("notes", |_, this| Ok(this.known().notes));
+        methods_index(f, TYPE);
     }
 }

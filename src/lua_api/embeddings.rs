@@ -1,15 +1,68 @@
-//! `Embeddings`: a validated table (N, D, f32 rows, inv_norm, sha256) in
-//! native memory.
+//! `Embeddings` (`emb`): a validated table (N, D, f32 rows, inv_norm,
+//! sha256) in native memory, and the functions that make one: load it from
+//! a file, read its fp16 copy, or synthesize one.
 
 use std::sync::Arc;
 
-use mlua::{UserData, UserDataFields, UserDataMethods, UserDataRef};
+use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Value};
 
-use super::arrays::HostArray;
-use crate::contract::{fp16, gram, table::Table};
+use super::arrays::{HostArray, U32s};
+use super::boundary::{function, methods_index, Methods};
+use crate::contract::{fp16, gram, synth, table::Table, table_file};
 use crate::error::Error;
 
 pub struct Embeddings(pub Arc<Table>);
+
+const TYPE: &str = "Embeddings";
+
+/// `true`, or `nil, why`: a certificate's answer.
+fn answer(r: Result<(), String>) -> (Option<bool>, Option<String>) {
+    match r {
+        Ok(()) => (Some(true), None),
+        Err(why) => (None, Some(why)),
+    }
+}
+
+pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, TYPE)?;
+    m.add(lua, "values", |_, this: &Embeddings, ()| Ok(HostArray::F32(this.0.data.clone())))?;
+    m.add(lua, "inv_norms", |_, this: &Embeddings, ()| Ok(HostArray::F32(this.0.inv_norm.clone())))?;
+    m.add(lua, "to_fp16", |_, this: &Embeddings, ()| Ok(HostArray::U16(fp16::to_fp16(&this.0)?)))?;
+    // The table E' = (f32)E16 that the `fp16` contract runs on.
+    m.add(lua, "fp16_rounded", |_, this: &Embeddings, ()| {
+        let halves = fp16::to_fp16(&this.0)?;
+        let t = fp16::widen(&this.0.path, this.0.n, this.0.dim, &halves, this.0.sha256.clone())?;
+        Ok(Embeddings(Arc::new(t)))
+    })?;
+    // Rows of `starts` widened to f64: the initial centroid sums of a batch.
+    m.add(lua, "gather_f64", |_, this: &Embeddings, starts: U32s| {
+        let t = &this.0;
+        let starts = starts.as_slice("starts")?;
+        let mut out = Vec::with_capacity(starts.len() * t.dim);
+        for &s in starts {
+            if s as usize >= t.n {
+                return Err(Error::Usage(format!("start {s} is out of range: items are 0..{}", t.n)).into());
+            }
+            out.extend(t.row(s as usize).iter().map(|&x| x as f64));
+        }
+        Ok(HostArray::F64(out))
+    })?;
+    // Upper bounds on every row's 2-norm (f64), for the Gram filter's bound.
+    m.add(lua, "norm_bounds", |_, this: &Embeddings, ()| Ok(HostArray::F64(gram::row_norm_bounds(&this.0))))?;
+    // true, or nil and why the Gram method cannot certify this table.
+    m.add(lua, "gram_admissible", |_, this: &Embeddings, ()| {
+        Ok(answer(gram::check_admissible(&this.0, &gram::row_norm_bounds(&this.0))))
+    })?;
+    // true, or nil and why: no f32 value of the contract's chain can be
+    // subnormal (contract/subnormal.rs)
+    m.add(lua, "subnormal_certificate", |_, this: &Embeddings, ()| Ok(answer(crate::contract::subnormal::check(&this.0))))?;
+    m.add(lua, "title", |_, this: &Embeddings, i: usize| Ok(this.0.titles.as_ref().and_then(|t| t.get(i).cloned())))?;
+    m.add(lua, "id", |_, this: &Embeddings, i: usize| Ok(this.0.ids.as_ref().and_then(|t| t.get(i).cloned())))?;
+    m.add(lua, "write_json", |_, this: &Embeddings, path: String| Ok(this.0.write_json(&path)?))?;
+    // e:write(path): .npy (and its titles sidecar) or .json, by the name.
+    m.add(lua, "write", |_, this: &Embeddings, path: String| Ok(table_file::write(&this.0, &path)?))?;
+    Ok(m)
+}
 
 impl UserData for Embeddings {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
@@ -18,57 +71,68 @@ impl UserData for Embeddings {
         f.add_field_method_get("sha256", |_, this| Ok(this.0.sha256.clone()));
         f.add_field_method_get("path", |_, this| Ok(this.0.path.clone()));
         f.add_field_method_get("model", |_, this| Ok(this.0.model.clone()));
+        methods_index(f, TYPE);
     }
 
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        m.add_method("values", |_, this, ()| Ok(HostArray::F32(this.0.data.clone())));
-        m.add_method("inv_norms", |_, this, ()| Ok(HostArray::F32(this.0.inv_norm.clone())));
-        m.add_method("to_fp16", |_, this, ()| Ok(HostArray::U16(fp16::to_fp16(&this.0)?)));
-        // The table E' = (f32)E16 that the `fp16` contract runs on.
-        m.add_method("fp16_rounded", |_, this, ()| {
-            let halves = fp16::to_fp16(&this.0)?;
-            let t = fp16::widen(&this.0.path, this.0.n, this.0.dim, &halves, this.0.sha256.clone())?;
-            Ok(Embeddings(Arc::new(t)))
-        });
-        // Rows of `starts` widened to f64: the initial centroid sums of a batch.
-        m.add_method("gather_f64", |_, this, starts: UserDataRef<HostArray>| {
-            let t = &this.0;
-            let starts = starts.as_u32("starts")?;
-            let mut out = Vec::with_capacity(starts.len() * t.dim);
-            for &s in starts {
-                if s as usize >= t.n {
-                    return Err(Error::Usage(format!("start {s} is out of range: items are 0..{}", t.n)).into());
-                }
-                out.extend(t.row(s as usize).iter().map(|&x| x as f64));
-            }
-            Ok(HostArray::F64(out))
-        });
-        // Upper bounds on every row's 2-norm (f64), for the Gram filter's bound.
-        m.add_method("norm_bounds", |_, this, ()| Ok(HostArray::F64(gram::row_norm_bounds(&this.0))));
-        // true, or nil and why the Gram method cannot certify this table.
-        m.add_method("gram_admissible", |_, this, ()| {
-            Ok(match gram::check_admissible(&this.0, &gram::row_norm_bounds(&this.0)) {
-                Ok(()) => (true, None),
-                Err(why) => (false, Some(why)),
-            })
-        });
-        // e:subnormal_certificate() -> true | false, why: no f32 value of the
-        // contract's chain can be subnormal (contract/subnormal.rs)
-        m.add_method("subnormal_certificate", |_, this, ()| {
-            Ok(match crate::contract::subnormal::check(&this.0) {
-                Ok(()) => (true, None),
-                Err(why) => (false, Some(why)),
-            })
-        });
-        m.add_method("title", |_, this, i: usize| {
-            Ok(this.0.titles.as_ref().and_then(|t| t.get(i).cloned()))
-        });
-        m.add_method("id", |_, this, i: usize| Ok(this.0.ids.as_ref().and_then(|t| t.get(i).cloned())));
-        m.add_method("write_json", |_, this, path: String| Ok(this.0.write_json(&path)?));
-        // e:write(path): .npy (and its titles sidecar) or .json, by the name.
-        m.add_method("write", |_, this, path: String| Ok(this.0.write(&path)?));
         m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| {
             Ok(format!("divgpu.embeddings<{}×{} from {}>", this.0.n, this.0.dim, this.0.path))
         });
     }
+}
+
+/// `o[key]`: a whole number in 0..=2^53 (what a Lua number holds exactly),
+/// or `default` when absent; anything else is an error naming the key.
+fn whole_number(o: &LuaTable, key: &str, default: Option<u64>) -> mlua::Result<u64> {
+    const MAX: f64 = 9_007_199_254_740_992.0; // 2^53
+    let bad = |v: &str| Error::Usage(format!("synth: {key} {v} is not a whole number in 0..2^53")).into();
+    match o.get::<Value>(key)? {
+        Value::Nil => default.ok_or_else(|| Error::Usage(format!("synth: {key} is required")).into()),
+        Value::Integer(i) => u64::try_from(i).map_err(|_| bad(&i.to_string())),
+        Value::Number(x) if (0.0..=MAX).contains(&x) && x.fract() == 0.0 => Ok(x as u64),
+        Value::Number(x) => Err(bad(&x.to_string())),
+        other => Err(bad(other.type_name())),
+    }
+}
+
+/// `divgpu.synth{ n, dim, clusters = 16, seed = 1, noise = 0.5 }`. Sizes are
+/// checked here, and the memory they need reserved once, so that a huge
+/// request is an error, never an abort (synth allocates plainly).
+fn synthesize(o: LuaTable) -> mlua::Result<Embeddings> {
+    let n = whole_number(&o, "n", None)?;
+    let dim = whole_number(&o, "dim", None)?;
+    let clusters = whole_number(&o, "clusters", Some(16))?.max(1);
+    let seed = whole_number(&o, "seed", Some(1))?;
+    let noise: f64 = o.get::<Option<f64>>("noise")?.unwrap_or(0.5);
+    if n < 2 || dim < 1 {
+        return Err(Error::Usage(format!("synth: a table has n >= 2 items of dim >= 1 values, not {n} x {dim}")).into());
+    }
+    if clusters > n.max(16) {
+        return Err(Error::Usage(format!("synth: clusters {clusters} is more than the larger of n ({n}) and 16")).into());
+    }
+    let (n, dim, clusters) = (n as usize, dim as usize, clusters as usize);
+    // The rows (f32), a row in f64 and the centres (f64): fallible, once.
+    let bytes = n
+        .checked_mul(dim)
+        .and_then(|v| v.checked_mul(4))
+        .and_then(|b| clusters.checked_mul(dim)?.checked_mul(8)?.checked_add(b))
+        .ok_or_else(|| Error::Usage(format!("synth: {n} x {dim} values do not fit in memory")))?;
+    let mut probe: Vec<u8> = Vec::new();
+    probe.try_reserve_exact(bytes).map_err(|_| Error::OutOfMemory {
+        what: format!("synth: {n} x {dim} values and {clusters} centres need {bytes} bytes"),
+        kind: "host",
+    })?;
+    drop(probe);
+    Ok(Embeddings(Arc::new(synth::clustered(n, dim, clusters, seed, noise)?)))
+}
+
+pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
+    // divgpu.load_embeddings(path) -> the table of an embeddings.json or .npy
+    m.set("load_embeddings", function(lua, |_, path: String| Ok(Embeddings(Arc::new(table_file::load(&path)?))))?)?;
+    // divgpu.load_fp16(json_path) -> the table E' = (f32)E16 from the .bin next to it
+    m.set("load_fp16", function(lua, |_, path: String| Ok(Embeddings(Arc::new(fp16::load(&path)?))))?)?;
+    // divgpu.convert_fp16(json_path) -> bin_path, meta_path
+    m.set("convert_fp16", function(lua, |_, path: String| Ok(fp16::convert(&path)?))?)?;
+    m.set("synth", function(lua, |_, o: LuaTable| synthesize(o))?)?;
+    Ok(())
 }

@@ -1,22 +1,26 @@
-//! The safe write path for Lua (`contract::safe_write`, `contract::lock`):
+//! The safe write path for Lua (`contract::safe_write`, `contract::lock`),
+//! in `divgpu.files` beside the run's files (`caches.rs`):
 //!
-//! - `divgpu.check_files{ outputs = {{option, path}, ...}, inputs = {...}, stdout = bool }`:
+//! - `files.check{ outputs = {{option, path}, ...}, inputs = {...}, stdout = bool }`:
 //!   every output resolved and checked (a folder, FIFO or device refused; its
 //!   folder present and writable), none the same file as an input or another
-//!   output; raises a one-line error naming the option, else returns nothing;
-//! - `divgpu.output(path)` -> out: a temporary file beside `path`; `out:write(s)`
-//!   (unbuffered: each call reaches the file, so `tail -f out.temp_path`
-//!   follows it), `out:commit()` (synced and renamed onto `path`),
-//!   `out:abort()` (removed; so is one never committed, when collected);
-//! - `divgpu.lock(out, { wait, on_wait })` -> lock: `OUT.lock` taken before
-//!   the table is read; `lock.note` (a stale lock taken over, a wait),
-//!   `lock:release()`; given to `divgpu.checkpoint(out, { lock = lock })`;
-//! - `divgpu.is_utf8(s)`: whether a string (a path) is valid UTF-8.
+//!   output; true, or nil and a one-line message naming the option;
+//! - `files.output(path)` -> out (`OutputHandle`): a temporary file beside
+//!   `path`; `out:write(s)` (unbuffered: each call reaches the file, so
+//!   `tail -f out.temp_path` follows it), `out:commit()` (synced and renamed
+//!   onto `path`), `out:abort()` (removed; so is one never committed, when
+//!   collected);
+//! - `files.lock(out, { wait, on_wait })` -> lock (`LockHandle`): `OUT.lock`
+//!   taken before the table is read; `lock.note` (a stale lock taken over, a
+//!   wait), `lock:release()`; given to `files.checkpoint(out, { lock = lock })`;
+//! - `files.is_utf8(s)`: whether a string (a path) is valid UTF-8.
 
 use std::io::Write;
 use std::sync::Mutex;
 
-use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Value};
+use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, Value};
+
+use super::boundary::{function, methods_index, Methods};
 
 use crate::contract::checkpoint::{lock_note, lock_path};
 use crate::contract::lock::Lock;
@@ -41,14 +45,17 @@ impl UserData for LockHandle {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("note", |_, this| Ok(this.note.clone()));
         f.add_field_method_get("path", |_, this| Ok(this.path.clone()));
+        methods_index(f, "LockHandle");
     }
+}
 
-    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        m.add_method("release", |_, this, ()| {
-            let _ = this.take();
-            Ok(())
-        });
-    }
+pub fn lock_methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, "LockHandle")?;
+    m.add(lua, "release", |_, this: &LockHandle, ()| {
+        let _ = this.take();
+        Ok(())
+    })?;
+    Ok(m)
 }
 
 pub struct OutputHandle(Mutex<Option<Output>>);
@@ -71,24 +78,27 @@ impl UserData for OutputHandle {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("temp_path", |_, this| Ok(this.with(|o| Ok(o.temp_path().display().to_string()))?));
         f.add_field_method_get("path", |_, this| Ok(this.with(|o| Ok(o.target().given.clone()))?));
+        methods_index(f, "OutputHandle");
     }
+}
 
-    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
-        m.add_method("write", |_, this, text: mlua::String| {
-            Ok(this.with(|o| {
-                let name = o.target().describe();
-                o.file().write_all(&text.as_bytes()).map_err(|e| Error::input(name, format!("write failed: {e}")))
-            })?)
-        });
-        m.add_method("commit", |_, this, ()| {
-            let out = this.take()?.ok_or_else(|| Error::Usage("output: already committed or aborted".into()))?;
-            Ok(out.commit()?)
-        });
-        m.add_method("abort", |_, this, ()| {
-            drop(this.take()?);
-            Ok(())
-        });
-    }
+pub fn output_methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, "OutputHandle")?;
+    m.add(lua, "write", |_, this: &OutputHandle, text: mlua::String| {
+        Ok(this.with(|o| {
+            let name = o.target().describe();
+            o.file().write_all(&text.as_bytes()).map_err(|e| Error::input(name, format!("write failed: {e}")))
+        })?)
+    })?;
+    m.add(lua, "commit", |_, this: &OutputHandle, ()| {
+        let out = this.take()?.ok_or_else(|| Error::Usage("output: already committed or aborted".into()))?;
+        Ok(out.commit()?)
+    })?;
+    m.add(lua, "abort", |_, this: &OutputHandle, ()| {
+        drop(this.take()?);
+        Ok(())
+    })?;
+    Ok(m)
 }
 
 /// `{{option, path}, ...}` from Lua.
@@ -103,48 +113,47 @@ fn named_list(t: Option<LuaTable>) -> mlua::Result<Vec<(String, String)>> {
     Ok(list)
 }
 
-pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
-    m.set(
-        "check_files",
-        lua.create_function(|_, o: LuaTable| {
+/// `divgpu.files`' write path (`mod.rs` adds the run's files, `caches.rs`).
+pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
+    let t = lua.create_table()?;
+    t.set(
+        "check",
+        function(lua, |_, o: LuaTable| {
             let outputs = named_list(o.get("outputs")?)?;
             let inputs = named_list(o.get("inputs")?)?;
             let stdout = o.get::<Option<bool>>("stdout")?.unwrap_or(false);
             let outs: Vec<Named> = outputs.iter().map(|(o, p)| Named { option: o, path: p }).collect();
             let ins: Vec<Named> = inputs.iter().map(|(o, p)| Named { option: o, path: p }).collect();
             check_files(&outs, &ins, stdout)?;
-            Ok(())
+            Ok(true)
         })?,
     )?;
-    m.set(
-        "output",
-        lua.create_function(|_, path: String| Ok(OutputHandle(Mutex::new(Some(Output::create(&path)?)))))?,
-    )?;
-    m.set(
-        "lock",
-        lua.create_function(|_, (out, o): (String, Option<LuaTable>)| {
-            let (wait, on_wait) = match &o {
-                Some(o) => (o.get::<Option<bool>>("wait")?.unwrap_or(false), o.get::<Option<mlua::Function>>("on_wait")?),
-                None => (false, None),
-            };
-            let path = lock_path(&out)?;
-            let (lock, taken) = Lock::acquire(&path, wait, |msg| {
-                if let Some(f) = &on_wait {
-                    let _ = f.call::<()>(msg.to_string());
-                }
-            })?;
-            let note = lock_note(&path, &taken);
-            Ok(LockHandle { lock: Mutex::new(Some(lock)), note, path: path.display().to_string() })
-        })?,
-    )?;
-    m.set(
+    t.set("output", function(lua, |_, path: String| Ok(OutputHandle(Mutex::new(Some(Output::create(&path)?)))))?)?;
+    t.set("lock", function(lua, |_, (out, o): (String, Option<LuaTable>)| lock(out, o))?)?;
+    t.set(
         "is_utf8",
-        lua.create_function(|_, s: Value| {
+        function(lua, |_, s: Value| {
             Ok(match s {
                 Value::String(s) => std::str::from_utf8(&s.as_bytes()).is_ok(),
                 _ => false,
             })
         })?,
     )?;
-    Ok(())
+    Ok(t)
+}
+
+/// `files.lock(out, { wait, on_wait })`: on_wait(line) is called while another run holds it.
+fn lock(out: String, o: Option<LuaTable>) -> mlua::Result<LockHandle> {
+    let (wait, on_wait) = match &o {
+        Some(o) => (o.get::<Option<bool>>("wait")?.unwrap_or(false), o.get::<Option<mlua::Function>>("on_wait")?),
+        None => (false, None),
+    };
+    let path = lock_path(&out)?;
+    let (lock, taken) = Lock::acquire(&path, wait, |msg| {
+        if let Some(f) = &on_wait {
+            let _ = f.call::<()>(msg.to_string());
+        }
+    })?;
+    let note = lock_note(&path, &taken);
+    Ok(LockHandle { lock: Mutex::new(Some(lock)), note, path: path.display().to_string() })
 }

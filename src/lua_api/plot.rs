@@ -1,7 +1,9 @@
-//! `divgpu.plot{...}`, `divgpu.plot_palette` and `divgpu.png_stats(...)`: the
-//! charts of `crate::plot` from Lua tables.
+//! `divgpu.plot.draw{...}` and `divgpu.plot.palette`: the charts of
+//! `crate::plot` from Lua tables; and the test hooks' `png_stats(...)`.
 
 use mlua::{Lua, Table as LuaTable, Value};
+
+use super::boundary::function;
 
 use crate::error::Error;
 use crate::plot::{self, Chart, Panel, Series, PALETTE};
@@ -89,13 +91,46 @@ fn rect_table(lua: &Lua, r: &plot::Rect) -> mlua::Result<LuaTable> {
     lua.create_sequence_from(r.iter().copied())
 }
 
-pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
-    // divgpu.plot{ out = "run.png", width, height, title, x_label, x_labels, font,
-    //              panels = { { y_label, log_y, series = { { name, color, x = {}, y = {} } } } } }
+/// `png_stats(path [, { rect = {x0, y0, x1, y1}, colors = { {r, g, b}, ... } }])`
+/// -> { width, height, distinct (colours in rect), counts = { pixels of each colour } }
+fn png_stats(lua: &Lua, path: &str, opts: Option<LuaTable>) -> mlua::Result<LuaTable> {
+    let mut rect = None;
+    let mut colors = Vec::new();
+    if let Some(o) = opts {
+        if let Some(r) = o.get::<Option<LuaTable>>("rect")? {
+            let v = numbers(&r, "png_stats rect")?;
+            match v[..] {
+                [x0, y0, x1, y1] => rect = Some([x0 as i32, y0 as i32, x1 as i32, y1 as i32]),
+                _ => return Err(usage("png_stats: rect must be {x0, y0, x1, y1}".into())),
+            }
+        }
+        if let Some(list) = o.get::<Option<LuaTable>>("colors")? {
+            for (i, c) in list.sequence_values::<Value>().enumerate() {
+                colors.push(color(c?, 0, &format!("png_stats color {}", i + 1))?);
+            }
+        }
+    }
+    let s = plot::pixel_stats(path, rect, &colors)?;
+    let t = lua.create_table()?;
+    t.set("width", s.width)?;
+    t.set("height", s.height)?;
+    t.set("distinct", s.distinct)?;
+    t.set("counts", lua.create_sequence_from(s.counts)?)?;
+    Ok(t)
+}
+
+pub fn png_stats_function(lua: &Lua) -> mlua::Result<mlua::Function> {
+    function(lua, |lua, (path, opts): (String, Option<LuaTable>)| png_stats(lua, &path, opts))
+}
+
+pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
+    let t = lua.create_table()?;
+    // plot.draw{ out = "run.png", width, height, title, x_label, x_labels, font,
+    //            panels = { { y_label, log_y, series = { { name, color, x = {}, y = {} } } } } }
     // -> { {x0, y0, x1, y1}, ... }: each panel's plotting area in pixels.
-    m.set(
-        "plot",
-        lua.create_function(|lua, opts: LuaTable| {
+    t.set(
+        "draw",
+        function(lua, |lua, opts: LuaTable| {
             let out: String = opts.get("out").map_err(|_| usage("plot: out (the PNG to write) is required".into()))?;
             let rects = plot::draw(&chart(&opts)?, &out)?;
             let list = lua.create_table()?;
@@ -109,36 +144,6 @@ pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
     for (r, g, b) in PALETTE {
         palette.push(lua.create_sequence_from([r, g, b])?)?;
     }
-    m.set("plot_palette", palette)?;
-    // divgpu.png_stats(path [, { rect = {x0, y0, x1, y1}, colors = { {r, g, b}, ... } }])
-    // -> { width, height, distinct (colours in rect), counts = { pixels of each colour } }
-    m.set(
-        "png_stats",
-        lua.create_function(|lua, (path, opts): (String, Option<LuaTable>)| {
-            let mut rect = None;
-            let mut colors = Vec::new();
-            if let Some(o) = opts {
-                if let Some(r) = o.get::<Option<LuaTable>>("rect")? {
-                    let v = numbers(&r, "png_stats rect")?;
-                    match v[..] {
-                        [x0, y0, x1, y1] => rect = Some([x0 as i32, y0 as i32, x1 as i32, y1 as i32]),
-                        _ => return Err(usage("png_stats: rect must be {x0, y0, x1, y1}".into())),
-                    }
-                }
-                if let Some(list) = o.get::<Option<LuaTable>>("colors")? {
-                    for (i, c) in list.sequence_values::<Value>().enumerate() {
-                        colors.push(color(c?, 0, &format!("png_stats color {}", i + 1))?);
-                    }
-                }
-            }
-            let s = plot::pixel_stats(&path, rect, &colors)?;
-            let t = lua.create_table()?;
-            t.set("width", s.width)?;
-            t.set("height", s.height)?;
-            t.set("distinct", s.distinct)?;
-            t.set("counts", lua.create_sequence_from(s.counts)?)?;
-            Ok(t)
-        })?,
-    )?;
-    Ok(())
+    t.set("palette", palette)?;
+    Ok(t)
 }

@@ -1,32 +1,34 @@
-//! The tensor filter's host-side figures for the Lua driver: the table's
-//! packed int8 slices and the job's bound factors (`shaders/tensor.md`).
+//! The tensor filter's host-side figures for the Lua driver
+//! (`divgpu.jobs.tensor_slices`): the table's packed int8 slices and the
+//! job's bound factors (`shaders/tensor.md`).
 
-use mlua::{Lua, Table as LuaTable, UserDataRef};
+use mlua::{Lua, Table as LuaTable, UserDataRef, Value};
 
 use super::arrays::HostArray;
+use super::boundary::function;
 use super::embeddings::Embeddings;
 use crate::contract::{gram, tensor};
 
-pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
-    // divgpu.tensor_slices(e) -> { words =, item_rows =, slices = u32 array [3][item_rows][words] (packed int8),
-    //   exponents = u32 array [N] (two's complement i32), factors = f64 array {P, Imax, Q2, Q3, Ehat, R} }
-    // or nil, why (a table the filter cannot certify)
-    m.set(
-        "tensor_slices",
-        lua.create_function(|lua, e: UserDataRef<Embeddings>| {
-            let t = &e.0;
-            if let Err(why) = tensor::check_sliceable(t) {
-                return Ok((None, Some(why)));
-            }
-            let s = tensor::table_slices(t, &gram::row_norm_bounds(t));
-            let out = lua.create_table()?;
-            out.set("words", s.words)?;
-            out.set("item_rows", s.item_rows)?;
-            out.set("slices", HostArray::U32(s.packed))?;
-            out.set("exponents", HostArray::U32(s.exponents.iter().map(|&x| x as u32).collect()))?;
-            out.set("factors", HostArray::F64(s.factors.to_vec()))?;
-            Ok((Some(out), None))
-        })?,
-    )?;
-    Ok(())
+/// `jobs.tensor_slices(e)` -> { words =, item_rows =, slices = u32 array
+/// [3][item_rows][words] (packed int8), exponents = u32 array [N] (two's
+/// complement i32), factors = f64 array {P, Imax, Q2, Q3, Ehat, R} }, or
+/// nil, why for a table the filter cannot certify (an expected answer, not
+/// misuse: the driver then runs another method).
+fn tensor_slices(lua: &Lua, e: &Embeddings) -> mlua::Result<(Value, Option<String>)> {
+    let t = &e.0;
+    if let Err(why) = tensor::check_sliceable(t) {
+        return Ok((Value::Nil, Some(why)));
+    }
+    let s = tensor::table_slices(t, &gram::row_norm_bounds(t));
+    let out = lua.create_table()?;
+    out.set("words", s.words)?;
+    out.set("item_rows", s.item_rows)?;
+    out.set("slices", HostArray::U32(s.packed))?;
+    out.set("exponents", HostArray::U32(s.exponents.iter().map(|&x| x as u32).collect()))?;
+    out.set("factors", HostArray::F64(s.factors.to_vec()))?;
+    Ok((Value::Table(out), None))
+}
+
+pub fn register(lua: &Lua, jobs: &LuaTable) -> mlua::Result<()> {
+    jobs.set("tensor_slices", function(lua, |lua, e: UserDataRef<Embeddings>| tensor_slices(lua, &e))?)
 }

@@ -7,7 +7,7 @@ use ash::vk;
 use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use gpu_allocator::MemoryLocation;
 
-use super::context::Device;
+use super::device::Device;
 use super::fault::{take, Fault};
 use crate::error::{vk_err, Error, Result};
 

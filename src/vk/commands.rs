@@ -14,9 +14,9 @@ use std::sync::Arc;
 use ash::vk;
 
 use super::buffer::{checked_range, Buffer};
-use super::context::Device;
+use super::device::Device;
 use super::pipeline::BindGroup;
-use super::queue::{create_pool_and_buffer, submit, wait_fence, wait_fence_at_most};
+use super::queue::{create_pool_and_buffer, submit};
 use crate::error::{vk_err, Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,7 +295,7 @@ impl Recorder {
         }
         // On a timeout or loss the state stays Submitted and the context is
         // dead: the bind groups in `in_use` are leaked with it.
-        wait_fence_at_most(&self.device, self.fence, "a submission", limit)?;
+        self.device.wait_fence_at_most(self.fence, "a submission", limit)?;
         self.state = State::Idle;
         self.in_use.clear();
         self.copied.clear();
@@ -320,7 +320,7 @@ impl Drop for Recorder {
         // Only our own fence is waited for (within the timeout): the buffers
         // this submission reads must stay alive until it has finished.
         if self.state == State::Submitted && !self.device.leaking() {
-            let _ = wait_fence(&self.device, self.fence, "a submission");
+            let _ = self.device.wait_fence(self.fence, "a submission");
         }
         if self.device.leaking() {
             // Lost or hung: the command buffer and what it uses may still be

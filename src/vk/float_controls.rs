@@ -1,4 +1,4 @@
-//! f32 denormal handling of a device's shaders (SPEC section 2, subnormals).
+//! f32 denormal handling of a device's shaders (docs/contract.md#subnormals).
 //!
 //! The contract is IEEE arithmetic with gradual underflow. Where the device
 //! can promise that (`shaderDenormPreserveFloat32`), every shader is given
@@ -33,6 +33,17 @@ impl Denormals {
             Denormals::NotGuaranteed => "not guaranteed",
             Denormals::Flushed => "flushed (forced)",
             Denormals::FlushEmulated => "flushed (emulated in the shaders)",
+        }
+    }
+
+    /// The mode as a stable key, for code to decide by (`ctx.info.denormals_mode`);
+    /// `name` is the sentence for people.
+    pub fn key(self) -> &'static str {
+        match self {
+            Denormals::Preserved => "preserved",
+            Denormals::NotGuaranteed => "not_guaranteed",
+            Denormals::Flushed => "flushed",
+            Denormals::FlushEmulated => "flush_emulated",
         }
     }
 

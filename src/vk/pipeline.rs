@@ -7,8 +7,8 @@ use std::sync::Arc;
 use ash::vk;
 
 use super::buffer::Buffer;
-use super::context::Device;
-use super::spirv::{reflect, Reflection};
+use super::device::Device;
+use super::spirv::{reflect, Interface, Reflection};
 use super::float_controls::{self, Denormals};
 use crate::error::{vk_err, Error, Result};
 
@@ -23,10 +23,22 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// `specialization`: (constant_id, u32 value) pairs.
-    pub fn new(device: &Arc<Device>, name: &str, spirv: &[u32], specialization: &[(u32, u32)]) -> Result<Arc<Pipeline>> {
+    /// `specialization`: (constant_id, u32 value) pairs. `interface`: what a
+    /// kernel's descriptor says of the shader (its bindings and push fields
+    /// by name, in order); a module that declares anything else is refused
+    /// here, before Vulkan sees it.
+    pub fn new(
+        device: &Arc<Device>,
+        name: &str,
+        spirv: &[u32],
+        specialization: &[(u32, u32)],
+        interface: Option<&Interface>,
+    ) -> Result<Arc<Pipeline>> {
         device.check_alive()?;
         let reflection = reflect(spirv).map_err(|e| Error::Shader(format!("shader '{name}': {e}")))?;
+        if let Some(d) = interface {
+            reflection.check(d).map_err(|e| Error::Usage(format!("kernel '{name}': {e}")))?;
+        }
         let limit = device.info.max_push_constants_size;
         if reflection.push_constant_size > limit {
             return Err(Error::Shader(format!(
@@ -34,18 +46,7 @@ impl Pipeline {
                 reflection.push_constant_size
             )));
         }
-        // The device's f32 denormal mode (float_controls.rs), added to the module.
-        let patched = match device.info.denormals {
-            Denormals::NotGuaranteed | Denormals::FlushEmulated => None,
-            mode => {
-                let flush = mode == Denormals::Flushed;
-                let widths = float_controls::widths(&device.info.float_controls, flush).unwrap_or_default();
-                Some(
-                    float_controls::with_denorm_mode(spirv, flush, &widths)
-                        .map_err(|e| Error::Shader(format!("shader '{name}': {e}")))?,
-                )
-            }
-        };
+        let patched = with_denormal_mode(device, name, spirv)?;
         let module_info = vk::ShaderModuleCreateInfo::default().code(patched.as_deref().unwrap_or(spirv));
         let module = unsafe { device.raw.create_shader_module(&module_info, None) }
             .map_err(vk_err("vkCreateShaderModule"))?;
@@ -60,7 +61,18 @@ impl Pipeline {
             layout: vk::PipelineLayout::null(),
             raw: vk::Pipeline::null(),
         };
-        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = pipeline
+        pipeline.create_layouts()?;
+        pipeline.create_compute(specialization)?;
+        Ok(Arc::new(pipeline))
+    }
+}
+
+impl Pipeline {
+    /// The descriptor set layout of the reflected bindings (storage buffers)
+    /// and the pipeline layout with the push-constant range.
+    fn create_layouts(&mut self) -> Result<()> {
+        let device = &self.device;
+        let layout_bindings: Vec<vk::DescriptorSetLayoutBinding> = self
             .reflection
             .bindings
             .iter()
@@ -73,30 +85,30 @@ impl Pipeline {
             })
             .collect();
         let set_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings);
-        pipeline.set_layout = unsafe { device.raw.create_descriptor_set_layout(&set_info, None) }
+        self.set_layout = unsafe { device.raw.create_descriptor_set_layout(&set_info, None) }
             .map_err(vk_err("vkCreateDescriptorSetLayout"))?;
         let push_ranges = [vk::PushConstantRange::default()
             .stage_flags(vk::ShaderStageFlags::COMPUTE)
             .offset(0)
-            .size(pipeline.reflection.push_constant_size)];
-        let set_layouts = [pipeline.set_layout];
+            .size(self.reflection.push_constant_size)];
+        let set_layouts = [self.set_layout];
         let mut layout_info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
-        if pipeline.reflection.push_constant_size > 0 {
+        if self.reflection.push_constant_size > 0 {
             layout_info = layout_info.push_constant_ranges(&push_ranges);
         }
-        pipeline.layout = unsafe { device.raw.create_pipeline_layout(&layout_info, None) }
+        self.layout = unsafe { device.raw.create_pipeline_layout(&layout_info, None) }
             .map_err(vk_err("vkCreatePipelineLayout"))?;
+        Ok(())
+    }
 
-        let entries: Vec<vk::SpecializationMapEntry> = specialization
-            .iter()
-            .enumerate()
-            .map(|(i, &(id, _))| vk::SpecializationMapEntry { constant_id: id, offset: (i * 4) as u32, size: 4 })
-            .collect();
-        let data: Vec<u8> = specialization.iter().flat_map(|&(_, v)| v.to_le_bytes()).collect();
+    /// The compute pipeline of the module with these specialization constants.
+    fn create_compute(&mut self, specialization: &[(u32, u32)]) -> Result<()> {
+        let device = &self.device;
+        let (entries, data) = specialization_map(specialization);
         let spec_info = vk::SpecializationInfo::default().map_entries(&entries).data(&data);
         let stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(module)
+            .module(self.module)
             .name(c"main")
             .specialization_info(&spec_info);
         // Where the driver reports them, keep the compiled code's statistics
@@ -106,16 +118,42 @@ impl Pipeline {
         } else {
             vk::PipelineCreateFlags::empty()
         };
-        let info = [vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(pipeline.layout)];
+        let info = [vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(self.layout)];
         let created = unsafe { device.raw.create_compute_pipelines(vk::PipelineCache::null(), &info, None) };
-        pipeline.raw = match created {
+        self.raw = match created {
             Ok(p) => p[0],
             Err((_, e)) => {
-                return Err(Error::Shader(format!("shader '{name}': vkCreateComputePipelines failed: {e:?}")))
+                return Err(Error::Shader(format!("shader '{}': vkCreateComputePipelines failed: {e:?}", self.name)))
             }
         };
-        Ok(Arc::new(pipeline))
+        Ok(())
     }
+}
+
+/// The module with the device's f32 denormal mode (`float_controls.rs`)
+/// added, or `None` where the shader runs as it is.
+fn with_denormal_mode(device: &Device, name: &str, spirv: &[u32]) -> Result<Option<Vec<u32>>> {
+    match device.info.denormals {
+        Denormals::NotGuaranteed | Denormals::FlushEmulated => Ok(None),
+        mode => {
+            let flush = mode == Denormals::Flushed;
+            let widths = float_controls::widths(&device.info.float_controls, flush).unwrap_or_default();
+            float_controls::with_denorm_mode(spirv, flush, &widths)
+                .map(Some)
+                .map_err(|e| Error::Shader(format!("shader '{name}': {e}")))
+        }
+    }
+}
+
+/// The specialization map entries and data of (constant_id, u32) pairs.
+fn specialization_map(specialization: &[(u32, u32)]) -> (Vec<vk::SpecializationMapEntry>, Vec<u8>) {
+    let entries = specialization
+        .iter()
+        .enumerate()
+        .map(|(i, &(id, _))| vk::SpecializationMapEntry { constant_id: id, offset: (i * 4) as u32, size: 4 })
+        .collect();
+    let data = specialization.iter().flat_map(|&(_, v)| v.to_le_bytes()).collect();
+    (entries, data)
 }
 
 impl Pipeline {

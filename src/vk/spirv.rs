@@ -1,10 +1,12 @@
 //! The SPIR-V reflection divgpu needs, read from the module's words: the
 //! storage-buffer bindings of descriptor set 0 (with their block and member
-//! names) and the push-constant block (its size and its members' names and
-//! offsets). Rust checks every dispatch's push data against the size read
-//! here, so a Lua script and a shader that disagree fail loudly instead of
-//! reading garbage, and `divgpu.kernel` checks a descriptor against the
-//! names (OpName survives shaderc at -O0).
+//! names), the push-constant block (its size and its members' names and
+//! offsets) and the specialization constants (their ids and names). Rust
+//! checks every dispatch's push data against the size read here, so a Lua
+//! script and a shader that disagree fail loudly instead of reading garbage,
+//! and a kernel's descriptor is checked against the names and their order
+//! when its pipeline is made (`Reflection::check`; OpName survives shaderc
+//! at -O0): two swapped bindings or push fields are refused there.
 //!
 //! A reader of its own, not a general SPIR-V library: it needs a handful of
 //! instructions and skips every other one by its word count, so a module with
@@ -38,6 +40,25 @@ pub struct Reflection {
     pub binding_names: Vec<Binding>,
     /// The push-constant block's members in offset order.
     pub push_fields: Vec<PushField>,
+    /// Specialization constants by id, ascending, with their names where the
+    /// module gives one (`layout(local_size_x_id = 0)` has none).
+    pub spec_constants: Vec<SpecConstant>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecConstant {
+    pub id: u32,
+    pub name: String,
+}
+
+/// What a kernel's descriptor says of its shader, checked against the
+/// reflection: its bindings' names in binding order, its push fields (u32
+/// each) in offset order, and the specialization constants it sets.
+#[derive(Debug, Clone, Default)]
+pub struct Interface {
+    pub bindings: Vec<String>,
+    pub push: Vec<String>,
+    pub constants: Vec<(String, u32)>,
 }
 
 const MAGIC: u32 = 0x0723_0203;
@@ -52,10 +73,14 @@ const OP_TYPE_ARRAY: u32 = 28;
 const OP_TYPE_STRUCT: u32 = 30;
 const OP_TYPE_POINTER: u32 = 32;
 const OP_CONSTANT: u32 = 43;
+const OP_SPEC_CONSTANT_TRUE: u32 = 48;
+const OP_SPEC_CONSTANT_FALSE: u32 = 49;
+const OP_SPEC_CONSTANT: u32 = 50;
 const OP_VARIABLE: u32 = 59;
 const OP_DECORATE: u32 = 71;
 const OP_MEMBER_DECORATE: u32 = 72;
 // Decorations and storage classes.
+const DECORATION_SPEC_ID: u32 = 1;
 const DECORATION_BUFFER_BLOCK: u32 = 3;
 const DECORATION_BINDING: u32 = 33;
 const DECORATION_DESCRIPTOR_SET: u32 = 34;
@@ -77,6 +102,8 @@ struct Module {
     member_offsets: HashMap<(u32, u32), u32>,
     bindings: HashMap<u32, u32>,
     sets: HashMap<u32, u32>,
+    /// result id -> SpecId
+    spec_ids: HashMap<u32, u32>,
     buffer_blocks: Vec<u32>,
     /// Scalar and composite types' byte sizes, where known.
     sizes: HashMap<u32, u32>,
@@ -131,9 +158,10 @@ fn parse(words: &[u32]) -> Result<Module, String> {
             OP_TYPE_POINTER => {
                 m.pointers.insert(arg(0)?, (arg(1)?, arg(2)?));
             }
-            OP_CONSTANT => {
+            OP_CONSTANT | OP_SPEC_CONSTANT => {
                 m.constants.insert(arg(1)?, arg(2)?);
             }
+            OP_SPEC_CONSTANT_TRUE | OP_SPEC_CONSTANT_FALSE => {}
             OP_VARIABLE => m.variables.push((arg(0)?, arg(1)?, arg(2)?)),
             OP_DECORATE => match arg(1)? {
                 DECORATION_BINDING => {
@@ -143,6 +171,9 @@ fn parse(words: &[u32]) -> Result<Module, String> {
                     m.sets.insert(arg(0)?, arg(2)?);
                 }
                 DECORATION_BUFFER_BLOCK => m.buffer_blocks.push(arg(0)?),
+                DECORATION_SPEC_ID => {
+                    m.spec_ids.insert(arg(0)?, arg(2)?);
+                }
                 _ => {}
             },
             OP_MEMBER_DECORATE if arg(2)? == DECORATION_OFFSET => {
@@ -195,12 +226,81 @@ pub fn reflect(words: &[u32]) -> Result<Reflection, String> {
     binding_names.sort_by_key(|b| b.binding);
     push_fields.sort_by_key(|f| f.offset);
     let push_constant_size = push_fields.iter().map(|f| f.offset + f.size).max().unwrap_or(0);
+    let mut spec_constants: Vec<SpecConstant> = m
+        .spec_ids
+        .iter()
+        .map(|(&target, &id)| SpecConstant { id, name: m.names.get(&target).cloned().unwrap_or_default() })
+        .collect();
+    spec_constants.sort_by_key(|c| c.id);
     Ok(Reflection {
         push_constant_size,
         bindings: binding_names.iter().map(|b| b.binding).collect(),
         binding_names,
         push_fields,
+        spec_constants,
     })
+}
+
+/// `InvNorm` -> `inv_norm`, `GBlocks` -> `g_blocks`, `StateF64` -> `state_f64`:
+/// the name a descriptor gives the binding of a block.
+pub fn snake_case(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            if prev.is_ascii_lowercase() || prev.is_ascii_digit() || (prev.is_ascii_uppercase() && next_lower) {
+                out.push('_');
+            }
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+impl Reflection {
+    /// Refuses a descriptor that does not say what the shader declares: a
+    /// binding whose name is not its block's (in snake case) at the same
+    /// place in binding order, push fields that are not the block's members
+    /// (u32 each) in offset order, or a specialization constant the shader
+    /// lacks or names otherwise. The message names both sides.
+    pub fn check(&self, d: &Interface) -> Result<(), String> {
+        let shader: Vec<String> = self.binding_names.iter().map(|b| snake_case(&b.block)).collect();
+        if shader != d.bindings {
+            let at = shader.iter().zip(&d.bindings).position(|(a, b)| a != b).unwrap_or(shader.len().min(d.bindings.len()));
+            return Err(format!(
+                "the shader's bindings are [{}] (its blocks in snake case, by binding number), the descriptor's \
+                 [{}]: they differ at position {}",
+                shader.join(", "),
+                d.bindings.join(", "),
+                at + 1
+            ));
+        }
+        let fields: Vec<&str> = self.push_fields.iter().map(|f| f.name.as_str()).collect();
+        let u32s = self.push_fields.iter().enumerate().all(|(i, f)| f.size == 4 && f.offset == 4 * i as u32);
+        if fields != d.push || !u32s {
+            return Err(format!(
+                "the shader's push constants are [{}] ({} bytes), the descriptor's [{}] (u32 fields, in order)",
+                fields.join(", "),
+                self.push_constant_size,
+                d.push.join(", ")
+            ));
+        }
+        for (name, id) in &d.constants {
+            match self.spec_constants.iter().find(|c| c.id == *id) {
+                None => return Err(format!("the shader has no specialization constant {id} (the descriptor's '{name}')")),
+                Some(c) if !c.name.is_empty() && !c.name.eq_ignore_ascii_case(name) => {
+                    return Err(format!(
+                        "specialization constant {id} is the shader's {}, the descriptor's '{name}'",
+                        c.name
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -235,11 +335,64 @@ mod tests {
     fn names_the_bindings_and_push_fields() -> crate::error::Result<()> {
         let r = reflected("gram_build")?;
         let blocks: Vec<&str> = r.binding_names.iter().map(|b| b.block.as_str()).collect();
-        assert_eq!(blocks, vec!["Embeddings", "InvNorms", "GBlocks"]);
+        assert_eq!(blocks, vec!["Embeddings", "InvNorm", "GBlocks"]);
         assert_eq!(r.binding_names[0].member, "emb");
         let fields: Vec<&str> = r.push_fields.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(fields, vec!["num_items", "dim", "tile_row_begin", "tile_row_end", "block_rows"]);
         assert!(r.push_fields.iter().enumerate().all(|(i, f)| f.offset == 4 * i as u32 && f.size == 4));
+        Ok(())
+    }
+
+    fn interface(bindings: &[&str], push: &[&str], constants: &[(&str, u32)]) -> Interface {
+        let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        Interface {
+            bindings: own(bindings),
+            push: own(push),
+            constants: constants.iter().map(|(n, i)| (n.to_string(), *i)).collect(),
+        }
+    }
+
+    #[test]
+    fn block_names_in_snake_case() {
+        assert_eq!(snake_case("InvNorm"), "inv_norm");
+        assert_eq!(snake_case("GBlocks"), "g_blocks");
+        assert_eq!(snake_case("StateF64"), "state_f64");
+        assert_eq!(snake_case("Embeddings16"), "embeddings16");
+        assert_eq!(snake_case("F32In"), "f32_in");
+    }
+
+    #[test]
+    fn a_descriptor_is_checked_by_name_and_order() -> crate::error::Result<()> {
+        let r = reflected("tiled")?;
+        let bindings = ["embeddings", "inv_norm", "centroids", "masks", "winners"];
+        let push = ["num_items", "dim", "step", "ring", "tile_size"];
+        let good = interface(&bindings, &push, &[("workgroup_size", 0), ("max_dim", 1)]);
+        assert_eq!(r.check(&good), Ok(()));
+        // Twins: two push fields swapped, two bindings swapped, a field or a
+        // binding missing, a constant the shader lacks or names otherwise.
+        let swapped_push = interface(&bindings, &["num_items", "dim", "ring", "step", "tile_size"], &[]);
+        let e = r.check(&swapped_push).err().unwrap_or_default();
+        assert!(e.starts_with("the shader's push constants are [num_items, dim, step, ring, tile_size] (20 bytes), the descriptor's [num_items, dim, ring, step, tile_size]"), "{e}");
+        let swapped = interface(&["embeddings", "inv_norm", "masks", "centroids", "winners"], &push, &[]);
+        let e = r.check(&swapped).err().unwrap_or_default();
+        assert!(e.ends_with("they differ at position 3"), "{e}");
+        assert!(r.check(&interface(&bindings[..4], &push, &[])).is_err());
+        assert!(r.check(&interface(&bindings, &push[..4], &[])).is_err());
+        let e = r.check(&interface(&bindings, &push, &[("max_dim", 7)])).err().unwrap_or_default();
+        assert_eq!(e, "the shader has no specialization constant 7 (the descriptor's 'max_dim')");
+        let e = r.check(&interface(&bindings, &push, &[("tile", 1)])).err().unwrap_or_default();
+        assert_eq!(e, "specialization constant 1 is the shader's MAX_DIM, the descriptor's 'tile'");
+        Ok(())
+    }
+
+    #[test]
+    fn reads_the_specialization_constants() -> crate::error::Result<()> {
+        let r = reflected("gram_build")?;
+        let names: Vec<(u32, &str)> = r.spec_constants.iter().map(|c| (c.id, c.name.as_str())).collect();
+        // The workgroup size (local_size_x_id, _y_id) has no name.
+        assert_eq!(names, vec![(0, ""), (1, ""), (2, "TM"), (3, "TN"), (4, "SLICE"), (5, "ACC_SLOTS"), (6, "STAGE")]);
+        // The tiling compiled in: no constants at all.
+        assert!(reflected("gram_build-16x8x8x4x8")?.spec_constants.is_empty());
         Ok(())
     }
 

@@ -8,8 +8,8 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::buffer::{checked_range, Buffer};
-use super::context::Device;
-use super::queue::{create_pool_and_buffer, submit, wait_fence, CommandObjects};
+use super::device::Device;
+use super::queue::{create_pool_and_buffer, submit, CommandObjects};
 use crate::error::{vk_err, Result};
 
 /// Records with `record`, submits and waits (within the context's timeout):
@@ -32,7 +32,7 @@ pub fn one_shot(device: &Arc<Device>, record: impl FnOnce(vk::CommandBuffer)) ->
     record(cmd);
     unsafe { device.raw.end_command_buffer(cmd) }.map_err(vk_err("vkEndCommandBuffer"))?;
     submit(device, cmd, objects.fence)?;
-    wait_fence(device, objects.fence, "a transfer")
+    device.wait_fence(objects.fence, "a transfer")
 }
 
 type Scope = (vk::PipelineStageFlags, vk::AccessFlags);

@@ -2,7 +2,8 @@
 -- step, each thread a strided share of all candidates.
 local ceil = math.ceil
 return {
-    shader = "baseline",
+    method = "direct",
+    reference = true,  -- the direct method's default shape
     bindings = { "embeddings", "inv_norm", "centroids", "masks", "winners" },
     exact_bindings = { "embeddings16", "filter_scores" },  -- appended for fp16-exact
     push = { "num_items", "dim", "step", "ring" },
@@ -11,6 +12,6 @@ return {
     candidates_per_thread = function(n, wg) return ceil(n / wg) end,
     --- Records step p.step for p.groups sequences.
     record = function(k, rec, group, p)
-        k:dispatch(rec, group, { num_items = p.n, dim = p.dim, step = p.step, ring = p.ring }, p.groups)
+        return k:dispatch(rec, group, { num_items = p.n, dim = p.dim, step = p.step, ring = p.ring }, p.groups)
     end,
 }

@@ -1,7 +1,7 @@
 -- G' = G diag(inv_norm), the upper triangle's tiles computed once and written
 -- twice (shaders/gram_build.comp): tile-rows [tile_row_begin, tile_row_end).
 return {
-    shader = "gram_build",
+    -- A kernel of the gram method's job (G's build), not a method of its own.
     bindings = { "embeddings", "inv_norm", "g_blocks" },  -- rows layout; G''s blocks by device address
     push = { "num_items", "dim", "tile_row_begin", "tile_row_end", "block_rows" },
     constants = { wx = 0, wy = 1, tm = 2, tn = 3, slice = 4, acc_slots = 5, stage = 6 },

@@ -1,0 +1,167 @@
+-- What the command line tells the user: progress on a terminal, the run's
+-- summary lines on stderr, results on stdout (a failed write is an error,
+-- not a silent loss), and errors as one line without divgpu's Lua file and
+-- line.
+--
+--   local report = require "divgpu.cli.report"
+--   local show, finish = report.progress(quiet, resumed)   -- driver.run's on_progress
+--   report.note("%d sequences", n)                          -- "divgpu: 12 sequences" on stderr
+
+local divgpu = require "divgpu"
+local failure = require "divgpu.failure"
+local gram = require "divgpu.methods.gram"
+
+local io_stderr, io_stdout = io.stderr, io.stdout
+local string_format, floor, min, max = string.format, math.floor, math.min, math.max
+local tostring, ipairs = tostring, ipairs
+local concat = table.concat
+
+local _M = {}
+
+--- One line on stderr: "divgpu: " and the text.
+function _M.note(fmt, ...)
+    io_stderr:write("divgpu: ", string_format(fmt, ...), "\n")
+end
+
+--- A message without the "path/file.lua:NN: " prefixes error() adds: the
+--- user is told what went wrong, not where in divgpu's Lua it was noticed.
+function _M.strip_location(msg)
+    msg = tostring(msg):gsub("^runtime error: ", "")
+    local n
+    repeat msg, n = msg:gsub("^[^%s:]*%.lua:%d+: ", "") until n == 0
+    return msg
+end
+
+--- An error's one line: a failure's message, or the first line of any other.
+function _M.first_line(err)
+    if failure.is(err) then return tostring(err) end
+    return (_M.strip_location(err):match("^[^\n]*"))
+end
+
+--- Writes to standard output; a failed write (a full disk behind a
+--- redirection, a closed pipe) is an error, not a silent loss.
+function _M.write_stdout(...)
+    local ok, err = io_stdout:write(...)
+    if ok then ok, err = io_stdout:flush() end
+    if not ok then failure.fail("standard output: write failed: " .. tostring(err)) end
+end
+
+local function format_duration(s)
+    if s ~= s or s == math.huge then return "?" end
+    s = floor(s + 0.5)
+    if s >= 3600 then return string_format("%dh%02dm", floor(s / 3600), floor(s % 3600 / 60)) end
+    if s >= 60 then return string_format("%dm%02ds", floor(s / 60), s % 60) end
+    return string_format("%ds", s)
+end
+
+--- Shows progress on a terminal: returns show(p) (driver.run's on_progress)
+--- and finish(). `resumed`: sequences done by an earlier run (from the
+--- checkpoint), counted in the sequences shown but not in the rate.
+function _M.progress(quiet, resumed)
+    local function nothing() end
+    if quiet or not divgpu.process.stderr_is_terminal() then return nothing, nothing end
+    local last = -1
+    resumed = resumed or 0
+    local function show(p)
+        local t = divgpu.clock.now()
+        if t - last < 0.2 and p.done < p.total then return end
+        last = t
+        local rate = p.done / max(p.elapsed, 1e-9)
+        local eta = (p.total - p.done) / max(rate, 1e-9)
+        local sequences = ""
+        if p.sequences_total then
+            local done, all = p.sequences + resumed, p.sequences_total + resumed
+            sequences = string_format("  sequences %d/%d (%.0f%%%s)", done, all, 100 * done / all,
+                resumed > 0 and string_format(", %d resumed", resumed) or "")
+        end
+        io_stderr:write(string_format("\r\27[Kbatch %d/%d  step %d/%d%s  %.1f it/s  elapsed %s  ETA %s",
+            p.batch, p.batches, min(p.step, p.length), p.length, sequences, rate, format_duration(p.elapsed),
+            format_duration(eta)))
+        io_stderr:flush()
+    end
+    local function finish() io_stderr:write("\r\27[K") io_stderr:flush() end
+    return show, finish
+end
+
+--- One line on a certified filter's work (gram's, or the tensor filter's):
+--- windows, fallbacks.
+function _M.gram_summary(stats)
+    local g, name = stats.gram, "gram"
+    if not g then g, name = stats.tensor, "tensor" end
+    if not g or g.steps == 0 then return nil end
+    -- The window-size histogram, as shares of the steps, bins that occurred only.
+    local bins = {}
+    for k, c in ipairs(g.window_histogram or {}) do
+        if c > 0 then bins[#bins + 1] = string_format("%s: %.3g%%", gram.histogram_labels[k], 100 * c / g.steps) end
+    end
+    local built = stats.build_seconds and string_format(" G built in %.2f s;", stats.build_seconds) or ""
+    return string_format("%s:%s windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
+        .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", name, built,
+        g.window_total / g.steps, 100 * g.window_ones / g.steps, g.window_max, g.fallbacks, g.steps,
+        concat(bins, ", "))
+end
+
+--- The names of the contexts' devices, in --device's order (a chunk's
+--- "device" in the stats is a position in this list, from 1).
+function _M.device_names(contexts)
+    local names = {}
+    for i, c in ipairs(contexts) do names[i] = c.info.name end
+    return names
+end
+
+--- run's first lines: what runs where, how the method and tile were chosen.
+function _M.run_header(r)
+    local where = r.contexts[1].info.name
+    if #r.contexts > 1 then
+        where = string_format("%d devices (%s)", #r.contexts, concat(_M.device_names(r.contexts), ", "))
+    end
+    local what = r.method == "direct" and string_format("shape %s, %s, ", r.shape, r.precision) or ""
+    _M.note("%d sequences x %d steps on %s (%d items, dim %d), %s%s layout, %d in flight%s, fma %s", #r.starts, r.length,
+        where, r.e.n, r.e.dim, what, r.layout, r.in_flight, #r.contexts > 1 and " per device" or "", r.fma)
+    _M.note("%s", r.method_note)
+    if r.tile_note then _M.note("%s", r.tile_note) end
+end
+
+--- run's last lines: times, where the wall time went, each device's share,
+--- the filter's work and the denormal path.
+function _M.run_summary(stats)
+    local several = #stats.devices > 1
+    _M.note("done in %.2f s wall, %.2f s GPU%s, %d batch(es) of up to %d, %d submissions", stats.wall_seconds,
+        stats.gpu_seconds, several and " (summed over the devices)" or "", stats.batches, stats.batch_size, stats.chunks)
+    _M.note("wall time: %.2f s making the jobs%s, %.2f s making batches, %.2f s waiting for the GPU%s, "
+        .. "%.2f s recording and reading back", stats.jobs_seconds,
+        stats.method == "gram" and " (tables uploaded, G built)" or " (tables uploaded)", stats.batch_setup_seconds,
+        stats.wait_seconds, several and "s" or "",
+        stats.wall_seconds - stats.jobs_seconds - stats.batch_setup_seconds - stats.wait_seconds)
+    if several then
+        for d, share in ipairs(stats.devices) do
+            _M.note("device %d (%s): %d sequences in %d batch(es), %.2f s GPU%s", d, share.name, share.sequences,
+                share.batches, share.gpu_seconds,
+                share.build_seconds and string_format(", G built in %.2f s", share.build_seconds) or "")
+        end
+    end
+    local g = _M.gram_summary(stats)
+    if g then _M.note("%s", g) end
+    if stats.underflow then _M.note("%s", stats.underflow) end
+end
+
+--- `divgpu info`'s lines for one device.
+function _M.device_lines(d)
+    local yes = function(b) return b and "yes" or "no" end
+    return {
+        string_format("%d: %s (%s)", d.index, d.name, d.type),
+        string_format("   driver %s %s, Vulkan %s, vendor 0x%04x device 0x%04x", d.driver, d.driver_info,
+            d.api_version, d.vendor_id, d.device_id),
+        string_format("   shared memory %d B, workgroup <= %d threads, subgroup %d, storage buffer range %d B",
+            d.max_shared_memory, d.max_workgroup_invocations, d.subgroup_size, d.max_storage_buffer_range),
+        string_format("   16-bit storage %s, float16 %s, float64 %s, int64 %s, int64 atomics %s, timestamps %s (%.3g ns/tick)",
+            yes(d.storage_buffer_16bit), yes(d.float16), yes(d.float64), yes(d.int64), yes(d.int64_atomics),
+            yes(d.timestamps), d.timestamp_period_ns),
+        string_format("   f32 denormals: preserve %s, flush %s, in divgpu's shaders %s%s; f32 round-to-nearest-even %s",
+            yes(d.denorm_preserve_f32), yes(d.denorm_flush_f32), d.denormals,
+            d.denormals_need_certificate and " (tables without the subnormal certificate run the exact underflow path)" or "",
+            yes(d.rounding_rte_f32)),
+    }
+end
+
+return _M

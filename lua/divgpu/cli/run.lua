@@ -1,0 +1,264 @@
+-- `divgpu run`: the output locked, the table read, the checkpoint opened
+-- (an earlier run of this job resumes), the devices opened, the method and
+-- tile chosen, then driver.run with every finished batch committed to the
+-- checkpoint; SIGINT and SIGTERM stop it at a chunk boundary.
+--
+--   local run = require "divgpu.cli.run"
+--   local status = run.command(args)   -- args from cli/options.lua's parser
+
+local divgpu = require "divgpu"
+local device = require "divgpu.device"
+local driver = require "divgpu.driver"
+local failure = require "divgpu.failure"
+local methods = require "divgpu.methods"
+local options = require "divgpu.cli.options"
+local report = require "divgpu.cli.report"
+
+local need, fail = failure.need, options.fail
+local positive_integer = options.positive_integer
+local string_format, ceil = string.format, math.ceil
+local ipairs, tostring, tonumber, error, pcall, require = ipairs, tostring, tonumber, error, pcall, require
+
+local _M = {}
+
+-- The contract each precision's cache is of.
+local CONTRACT = { fp32 = "fp32", fp16 = "fp16", ["fp16-exact"] = "fp32" }
+
+--- Opens the contexts --device names: "all" is every discrete GPU, else every
+--- other GPU (integrated, virtual), else every device (a CI machine with
+--- lavapipe only); a list may name a device twice, which opens two contexts
+--- on it (their queues run side by side).
+function _M.open_devices(value)
+    local entries = options.device_entries(value)
+    if entries == "all" then
+        local devices = need(divgpu.devices{})
+        entries = {}
+        for _, wanted in ipairs{ function(d) return d.type == "discrete" end,
+                                 function(d) return d.type ~= "cpu" end,
+                                 function() return true end } do
+            for _, d in ipairs(devices) do
+                if wanted(d) then entries[#entries + 1] = d.index end
+            end
+            if #entries > 0 then break end
+        end
+        if #entries == 0 then fail("--device all: no Vulkan devices found") end
+    end
+    local contexts = {}
+    for i, entry in ipairs(entries) do contexts[i] = need(device.open{ device = entry or nil }) end
+    return contexts
+end
+
+--- The tile size for a shape ("auto": from the L2 size), and a line saying
+--- where it came from; nil for a shape without tiles.
+function _M.choose_tile(ctx, e, shape, precision, tile_option, l2_option, measure)
+    if not options.tiled(shape) then return nil end
+    local tiles = require "divgpu.tiles"
+    if tile_option ~= "auto" then
+        local t = positive_integer(tile_option, "--tile-size")
+        return t, string_format("tile size %d candidates (given with --tile-size)", t)
+    end
+    local l2_bytes = l2_option and positive_integer(l2_option, "--l2-bytes")
+    local measured = measure and need(require("divgpu.l2_probe").measure(ctx)) or nil
+    local l2, source = tiles.l2_bytes(ctx.info, { l2_bytes = l2_bytes, measured = measured })
+    if not l2 then fail("%s", source) end
+    local bpv = tiles.BYTES_PER_VALUE[precision]
+    local t = tiles.tile_size(l2, e.dim, bpv)
+    return t, string_format("tile size %d candidates = floor(%d B L2 x 0.85 / (%d dims x %d B)); L2 from the %s",
+        t, l2, e.dim, bpv, source)
+end
+
+--- The method a run uses, and a line saying why; a method asked for that
+--- cannot run here is refused.
+function _M.choose_method(ctx, e, a, shape, precision, sequences)
+    local method = options.check_choice(a.method, options.method_names(), "--method")
+    local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
+    local chosen, why = driver.choose_method(ctx, e, { method = method, shape = shape, precision = precision,
+                                                       memory_budget = budget }, sequences)
+    if method ~= "auto" then
+        local ok, reason = methods.get(method).fits(ctx, e, { sequences = sequences, memory_budget = math.huge })
+        if not ok then fail("--method %s: %s", method, reason) end
+    end
+    return chosen, string_format("method %s (%s: %s)", chosen, method, why)
+end
+
+--- Every device runs the method chosen on the first (the bytes would be the
+--- same either way; one method keeps the summary and stats plain), so each
+--- must fit it with its share of the state.
+local function check_other_devices(a, e, contexts, method, sequences)
+    local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
+    for i = 2, #contexts do
+        local ok, why = methods.get(method).fits(contexts[i], e, { sequences = ceil(sequences / #contexts),
+                                                                    memory_budget = budget })
+        if not ok then
+            fail("device %d of --device %s (%s) cannot run the %s method the first one chose (%s): leave it out, "
+                .. "or give --method direct", i, a.device, contexts[i].info.name, method, why)
+        end
+    end
+end
+
+--- run --stats: the writer of the per-chunk figures (divgpu.stats), its
+--- header describing this run.
+local function stats_writer(a, r)
+    local direct = r.method == "direct"
+    return need(require("divgpu.stats").writer(a.stats, {
+        command = "run", table = a.embeddings, table_sha256 = r.e.sha256, items = r.e.n, dim = r.e.dim,
+        method = r.method, method_reason = r.method_note, shape = direct and r.shape or nil,
+        precision = direct and r.precision or nil, layout = r.layout, in_flight = r.in_flight, target_ms = r.target_ms,
+        devices = report.device_names(r.contexts), sequences = #r.starts, resumed = r.resumed, length = r.length,
+        window_bins = r.method == "gram" and require("divgpu.methods.gram").histogram_labels or nil,
+    }))
+end
+
+--- Commits the --stats file of a run that ended (`stats`), or removes it
+--- after an error (`stats` false). A stats file that cannot be written ends
+--- the run with an error; the sequences stay in the checkpoint.
+local function close_stats(recorder, stats, cp)
+    if not stats then return recorder:abort() end
+    local written, why = recorder:finish(stats)
+    if not written then
+        fail("%s (%d of %d sequences are kept in %s: run the same command again to write the cache)",
+            why, cp.done, cp.total, cp.path)
+    end
+end
+
+--- What the rest of the run is: its starts, devices, method, layout and tile.
+local function plan_rest(a, e, starts, cp, r)
+    r.e, r.resumed = e, cp.done
+    r.starts = need(divgpu.array("u32", #starts - r.resumed))
+    for i = 1, #r.starts do r.starts[i] = starts[r.resumed + i] end
+    r.contexts = _M.open_devices(a.device)
+    local ctx = r.contexts[1]
+    r.method, r.method_note = _M.choose_method(ctx, e, a, r.shape, r.precision, #r.starts)
+    check_other_devices(a, e, r.contexts, r.method, #r.starts)
+    -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct
+    -- scan wants coalesced columns, the Gram rescoring one row per thread.
+    r.layout = a.layout or (r.method == "gram" and "rows" or "columns")
+    if r.method == "direct" then
+        r.tile, r.tile_note = _M.choose_tile(ctx, e, r.shape, r.precision, a.tile_size or "auto", a.l2_bytes, a.measure_l2)
+    end
+    r.fma = need(device.fma_mode(ctx))
+end
+
+--- Runs the starts the checkpoint `cp` does not have yet, committing each
+--- finished batch to it (stats.stopped names a signal that stopped it).
+local function run_rest(a, e, starts, cp, r)
+    plan_rest(a, e, starts, cp, r)
+    local show, finish = report.progress(a.quiet, r.resumed)
+    if not a.quiet then report.run_header(r) end
+    local recorder = a.stats and stats_writer(a, r)
+    divgpu.process.catch_signals(true)
+    local delivered = 0
+    local result, stats = driver.run{
+        contexts = r.contexts, embeddings = e, starts = r.starts, length = r.length, batch = r.batch, method = r.method,
+        shape = r.shape, precision = r.precision, tile_size = r.tile, in_flight = r.in_flight, layout = r.layout,
+        target_seconds = r.target_ms / 1000, on_progress = show,
+        workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size"),
+        -- Each finished batch goes to the checkpoint, in order: cp:append hands
+        -- it to a writer thread (formatted and synced there) and returns.
+        on_batch = function(first, count, sequences)
+            if first ~= delivered then error("batches arrive in order", 0) end
+            delivered = delivered + count
+            need(cp:append(sequences))
+        end,
+        stop = divgpu.process.interrupted,
+        on_chunk = recorder and function(c) need(recorder:chunk(c)) end,
+    }
+    divgpu.process.catch_signals(false)
+    finish()
+    if recorder then close_stats(recorder, result ~= nil and stats, cp) end
+    if result == nil then
+        if a.out ~= "-" and cp.done > 0 then
+            fail("%s (%d of %d sequences are kept in %s: run the same command again to resume)", stats, cp.done,
+                cp.total, cp.path)
+        end
+        failure.fail(stats)
+    end
+    return stats
+end
+
+--- Loads the table a precision runs on: fp16 reads embeddings_fp16.bin next
+--- to the JSON (E' = (f32)E16); fp32 and fp16-exact read the JSON.
+local function load_for(path, precision)
+    if precision == "fp16" then return need(divgpu.load_fp16(path)) end
+    return need(divgpu.load_embeddings(path))
+end
+
+--- The job from the options: table, starts (and shard), length, checkpoint.
+local function open_job(a, held, r)
+    local e = load_for(a.embeddings, r.precision)
+    local starts = options.parse_starts(a.starts, e.n)
+    local shard
+    if a.shard then starts, shard = options.shard_starts(a.shard, starts) end
+    r.length = a.length and tonumber(a.length) or e.n
+    if r.length > e.n then
+        fail("--length %s is out of range: it must be between 1 and the number of items, %d", tostring(a.length), e.n)
+    end
+    -- Before the device: a checkpoint of another job is refused at once.
+    local cp = need(divgpu.files.checkpoint(a.out, { contract = CONTRACT[r.precision], table = e, length = r.length,
+                                                     starts = starts, restart = a.restart, shard = shard, lock = held.lock }))
+    held.cp, held.lock = cp, nil
+    -- Batches that failed their check are said even with --quiet.
+    for _, note in ipairs(cp.notes) do report.note("%s", note) end
+    if shard and not a.quiet then
+        report.note("shard %d/%d: starts at positions %d..%d of %d, written as a part for 'divgpu merge'",
+            shard.index, shard.count, shard.first, shard.first + #starts - 1, #shard.starts)
+    end
+    if cp.done > 0 and not a.quiet then
+        report.note("resuming from %s: %d of %d sequences already done", cp.path, cp.done, cp.total)
+    end
+    return e, starts, cp
+end
+
+--- The exit status of a run a signal stopped (130 or 143), after saying what was kept.
+local function stopped_status(a, stats, cp)
+    if a.out == "-" then
+        report.note("interrupted by %s; the cache streamed to standard output is incomplete (nothing is kept: "
+            .. "--out - has no checkpoint)", stats.stopped)
+    else
+        local kept = cp.done > 0 and string_format("%d of %d sequences are kept in %s", cp.done, cp.total, cp.path)
+            or "no batch had finished, nothing was kept"
+        report.note("interrupted by %s; %s: run the same command again to %s", stats.stopped, kept,
+            cp.done > 0 and "resume" or "start over")
+    end
+    return stats.stopped == "SIGTERM" and 143 or 130
+end
+
+local function run_locked(a, held)
+    local r = { shape = a.shape, precision = a.precision, in_flight = positive_integer(a.in_flight, "--in-flight"),
+                batch = a.batch and positive_integer(a.batch, "--batch"), target_ms = tonumber(a.target_ms) }
+    local e, starts, cp = open_job(a, held, r)
+    local stats
+    if cp.done < cp.total then
+        stats = run_rest(a, e, starts, cp, r)
+        if stats.stopped then return stopped_status(a, stats, cp) end
+    end
+    need(cp:finish())
+    if not a.quiet and stats then report.run_summary(stats) end
+    if a.out ~= "-" then report.write_stdout(a.out, "\n") end
+end
+
+--- The lock of --out (OUT.lock), taken before the table is read, so a second
+--- run on the same output is refused at once (or waits with --wait). Its
+--- notes (a wait, a stale lock taken over) are printed even with --quiet.
+local function lock_output(a)
+    if a.out == "-" then return nil end
+    local lock = need(divgpu.files.lock(a.out, { wait = a.wait, on_wait = function(msg)
+        io.stderr:write("divgpu: ", msg, " (--wait)\n") io.stderr:flush()
+    end }))
+    if lock.note then report.note("%s", lock.note) end
+    return lock
+end
+
+--- `divgpu run`: returns the exit status (130/143 when a signal stopped it).
+function _M.command(a)
+    local held = { lock = lock_output(a) }
+    local ok, status = pcall(run_locked, a, held)
+    -- os.exit runs no finaliser: the lock (and the checkpoint holding it) are
+    -- released here, also after an error or a signal.
+    if held.cp then held.cp:close() end
+    if held.lock then held.lock:release() end
+    if not ok then error(status, 0) end
+    return status
+end
+
+return _M

@@ -1,0 +1,16 @@
+-- The direct method as an exact GEMM (shaders/gemm.comp): each step, the
+-- scores of every (sequence, candidate) pair of a batch by tiles, then the
+-- append, one workgroup a sequence (the `phase` push field). Its job is its
+-- own (methods/direct_gemm.lua): a batch keeps the centroids as f32 columns
+-- and each tile's best.
+return {
+    method = "direct",
+    bindings = { "embeddings", "inv_norm", "centroids", "centers", "masks", "winners", "partials" },
+    push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "phase" },
+    constants = {},
+    phases = { scores = 0, append = 1 },
+    job = function(ctx, e, opts)
+        local job, err = require("divgpu.methods.direct_gemm").job(ctx, e, opts)
+        return job, err
+    end,
+}

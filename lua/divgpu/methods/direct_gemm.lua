@@ -1,0 +1,174 @@
+-- The direct method's GEMM shape (shaders/gemm.comp; docs/contract.md#direct-in-the-gemm-shape).
+-- Every step: the scores of every (sequence, candidate) pair of a batch by
+-- tiles, the table's tile in shared memory serving a block of centroids (one
+-- chain a pair, d ascending: the contract's arithmetic in another loop
+-- order), then a dispatch a sequence that takes the best of its tiles and
+-- appends it. The direct method makes this job for `shape = "gemm"`.
+--
+--   local job = assert(require("divgpu.methods.direct").job(ctx, e, { shape = "gemm" }))
+--   local batch = assert(job:batch(starts, ring, in_flight))
+--   batch:record(first, count, rec); batch:submit(rec); batch:wait(rec)
+--
+-- Misuse raises error(msg, 2); what the device cannot do returns nil, err.
+
+local divgpu = require "divgpu"
+local device = require "divgpu.device"
+local failure = require "divgpu.failure"
+local kernel = require "divgpu.kernel"
+local batches = require "divgpu.methods.batch"
+
+local need, catch, fail = failure.need, failure.catch, failure.fail
+local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+local error, pairs, setmetatable, string_format, tostring, type = error, pairs, setmetatable, string.format, tostring, type
+
+local _M = {}
+
+local GEMM = kernel.descriptor("gemm")
+local PHASE = GEMM.phases
+
+-- Tilings by device kind: a GPU 128 x 128 pairs a workgroup of 16 x 16
+-- threads, 8 x 8 pairs a thread (gemm.comp's own, the shipped variants); a
+-- CPU device, whose threads are loop iterations, 16 x 16 pairs of 8 x 8
+-- threads (compiled when first used).
+_M.TILINGS = {
+    gpu = { wx = 16, wy = 16, rows = 8, columns = 8, slice = 8 },
+    cpu = { wx = 8, wy = 8, rows = 2, columns = 2, slice = 8 },
+}
+local SHIPPED = _M.TILINGS.gpu
+local MICROTILE = { [1] = true, [2] = true, [4] = true, [8] = true }
+
+local function same_tiling(a, b)
+    return a.wx == b.wx and a.wy == b.wy and a.rows == b.rows and a.columns == b.columns and a.slice == b.slice
+end
+
+--- The defines of a tiling, none for the shipped one (raises on one the shader cannot take).
+local function tiling_defines(t)
+    if not (MICROTILE[t.rows] and MICROTILE[t.columns]) then
+        error(string_format("gemm: a thread's pairs must be 1, 2, 4 or 8 a side, not %s x %s",
+            tostring(t.rows), tostring(t.columns)), 5)  -- at direct.job's caller
+    end
+    if same_tiling(t, SHIPPED) then return {} end
+    return { GEMM_WX = t.wx, GEMM_WY = t.wy, TILE_ROWS = t.rows, TILE_COLUMNS = t.columns, GEMM_SLICE = t.slice }
+end
+
+local function check_fit(info, tiling)
+    local threads = tiling.wx * tiling.wy
+    if threads > info.max_workgroup_invocations then
+        fail(string_format("gemm: %d threads a workgroup; device '%s' allows %d", threads, info.name,
+            info.max_workgroup_invocations))
+    end
+    local tile_rows = tiling.wy * tiling.rows
+    local shared = 4 * tiling.slice * (tile_rows + tiling.wx * tiling.columns) + 8 * tile_rows * tiling.wx + 8 * threads
+    if shared > info.max_shared_memory then
+        fail(string_format("gemm: the tiling needs %d bytes of shared memory; device '%s' has %d", shared,
+            info.name, info.max_shared_memory))
+    end
+end
+
+local Job = {}
+Job.__index = Job
+
+local function make_job(ctx, e, opts, defines)
+    local info = ctx.info
+    local tiling = opts.tiling or _M.TILINGS[info.type == "cpu" and "cpu" or "gpu"]
+    check_fit(info, tiling)
+    local n, dim = e.n, e.dim
+    local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, layout = opts.layout, tiling = tiling,
+                                method = "direct", shape = "gemm", precision = "fp32",
+                                workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
+                                tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
+    local values = need(e:values())
+    self.table_buffer = need(ctx:upload(opts.layout == "columns" and need(values:transposed(n, dim)) or values, "embeddings"))
+    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
+    local underflow
+    underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
+    for k, v in pairs(underflow or {}) do defines[k] = v end
+    for k, v in pairs(opts.defines or {}) do defines[k] = v end
+    self.shader_name = kernel.variant(GEMM, { layout = opts.layout })
+    self.kernel = need(kernel.new(ctx, GEMM, { variant = self.shader_name, spirv = opts.spirv, name = opts.name,
+                                               defines = next(defines) and defines or nil }))
+    self.pipeline = self.kernel.pipeline
+    return self
+end
+
+--- gemm's job (direct.job with shape "gemm"), or nil, err. opts:
+---   layout           "columns" (default: contiguous tile loads) | "rows"
+---   tiling           { wx, wy, rows, columns, slice } (default: the device kind's)
+---   defines, spirv   a variant of gemm.comp (twins, experiments), name
+---   exact_underflow  false: no exact underflow path (tests; device.underflow_defines)
+function _M.job(ctx, e, opts)
+    -- Called by direct.job through the descriptor: misuse is raised at
+    -- direct.job's caller, three frames up.
+    local defines = tiling_defines(opts.tiling or _M.TILINGS[ctx.info.type == "cpu" and "cpu" or "gpu"])
+    return catch(make_job, ctx, e, opts, defines)
+end
+
+--- Bytes each sequence of a batch needs in its largest buffer.
+function Job:bytes_per_sequence(ring)
+    return max(self.dim * 8, self.tiles * 8, ceil(self.n / 32) * 4, ring * 4)
+end
+
+--- The largest batch whose buffers fit the device's buffer range (and whose
+--- append dispatch fits the workgroup count), capped at `cap` (default 4,096).
+function Job:max_batch(ring, cap)
+    local info = self.ctx.info
+    return max(1, min(cap or 4096, floor(info.max_storage_buffer_range / self:bytes_per_sequence(ring)),
+        info.max_workgroup_count))
+end
+
+local Batch = batches.class()
+
+-- The starts' rows as f32 columns ([D][S]): each centroid after step 0 is its
+-- start's row exactly (c = (f32) csum).
+local function centers_of(self, starts)
+    local count, dim = #starts, self.dim
+    local values = need(self.embeddings:values())
+    local centers = need(divgpu.array("f32", dim * count))
+    for i = 1, count do
+        local row = starts[i] * dim
+        for d = 0, dim - 1 do centers[d * count + i] = values[row + d + 1] end
+    end
+    return centers
+end
+
+local function make_batch(self, starts, ring, in_flight)
+    local count, ctx = #starts, self.ctx
+    local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
+    b.centroids = need(ctx:upload(need(self.embeddings:gather_f64(starts)), "centroids"))
+    b.centers = need(ctx:upload(centers_of(self, starts), "centers"))
+    b.masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, self.n)), "masks"))
+    b.winners_buffer = need(ctx:buffer(count * ring * 4, "winners", "host"))
+    b.partials = need(ctx:buffer(count * self.tiles * 8, "partials"))
+    b.group = need(self.kernel:bind{ embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer,
+                                     centroids = b.centroids, centers = b.centers, masks = b.masks,
+                                     winners = b.winners_buffer, partials = b.partials })
+    need(b:add_recorders(in_flight))
+    return b
+end
+
+--- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0 done; or nil, err.
+function Job:batch(starts, ring, in_flight)
+    if type(starts) == "table" then starts = divgpu.array("u32", starts) end
+    return catch(make_batch, self, starts, ring, in_flight)
+end
+
+--- Records steps first .. first+count-1 on `rec`: per step the scores by
+--- tiles, then the append, each ordered before the next by a barrier;
+--- called by batch:record.
+function Batch:record_steps(first, count, rec)
+    local job = self.job
+    local push = { num_items = job.n, dim = job.dim, ring = self.ring, sequences = self.count, tiles = job.tiles }
+    for t = first, first + count - 1 do
+        push.step, push.phase = t, PHASE.scores
+        need(job.kernel:dispatch(rec, self.group, push, job.tiles, ceil(self.count / job.tile_rows)))
+        -- Orders every tile's partials before the append reads them.
+        need(rec:barrier())
+        push.phase = PHASE.append
+        need(job.kernel:dispatch(rec, self.group, push, self.count))
+        -- Orders the append's mask, centroid and centers before the next step's scores.
+        need(rec:barrier())
+    end
+    return true
+end
+
+return _M

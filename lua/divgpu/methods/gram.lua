@@ -1,0 +1,540 @@
+-- The certified Gram method (docs/contract.md#gram; the proof is
+-- shaders/gram.md). G = E Eᵀ is built once on the GPU (f64 sums, stored as
+-- f32, in blocks reached by device address); each sequence then reads one G
+-- row per step and rescores only the candidates its bound cannot rule out.
+--
+--   local gram = require "divgpu.methods.gram"
+--   local ok, why = gram.fits(ctx, e, { sequences = #starts })   -- true | nil, and why
+--   local job = assert(gram.job(ctx, e, opts))   -- the interface of every method (methods.lua):
+--   local batch = assert(job:batch(starts, ring, in_flight))
+--   batch:record(first, count, rec); batch:submit(rec); batch:wait(rec)
+--   batch:stats()                          -- windows and fallbacks of the batch
+--   batch:chunk_stats(rec)                 -- ... of the chunk `rec` ran (after its wait)
+--
+-- Misuse raises error(msg, 2); what the device or table cannot do returns
+-- nil, err.
+
+local divgpu = require "divgpu"
+local device = require "divgpu.device"
+local failure = require "divgpu.failure"
+local kernel = require "divgpu.kernel"
+local batches = require "divgpu.methods.batch"
+
+local need, catch, fail = failure.need, failure.catch, failure.fail
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local error, setmetatable, string_format, type, tostring, pairs, ipairs =
+    error, setmetatable, string.format, type, tostring, pairs, ipairs
+local huge = math.huge
+
+local _M = { name = "gram", preference = 1 }
+
+-- The run's options (driver.run) its job takes: { run option = job option }.
+_M.options = { layout = "layout", workgroup_size = "workgroup_size", window_capacity = "window_capacity",
+               reg_slots = "reg_slots", shared_slots = "shared_slots", build_tiling = "build_tiling",
+               g_block_rows = "g_block_rows", gram_defines = "defines", gram_build_defines = "build_defines",
+               spirv = "spirv", memory_budget = "memory_budget", exact_underflow = "exact_underflow" }
+
+local GRAM = kernel.descriptor("gram")
+local GRAM_BUILD = kernel.descriptor("gram_build")
+
+-- The per-sequence state (shaders/include/gram_state.glsl, through the
+-- registry): words per sequence, and 1-based offsets into a sequence's words.
+local S = GRAM.state
+local U32_WORDS, F64_WORDS = S.STATE_U32, S.STATE_F64
+local PREVIOUS, WINDOW_TOTAL, WINDOW_ONES = S.S_PREVIOUS + 1, S.S_WINDOW_TOTAL + 1, S.S_WINDOW_ONES + 1
+local FALLBACKS, WINDOW_MAX, HIST_FIRST, HIST_BINS = S.S_FALLBACKS + 1, S.S_WINDOW_MAX + 1, S.S_HIST, S.HIST_BINS
+local T_RATIO = S.T_RATIO + 1
+
+-- G's build: each submission aims at this much GPU time (the chunk
+-- controller's rule: well under a second), sized from the rate measured on
+-- the submissions before it; the first is small.
+local BUILD_TARGET_SECONDS = 0.25
+local BUILD_FIRST_FMA = 2 ^ 26
+
+-- The largest batch by default. Larger batches cost less per sequence: all
+-- 8,359 starts of the seed table on an H200 took 7.86 s of GPU time in 2
+-- batches of 4,180 against 8.24 s in 3 of 2,787 (the former cap of 4,096),
+-- in one call (bench/RESULTS.md). 8,192 also gives two devices one such
+-- batch each.
+local MAX_BATCH = 8192
+
+local function mib(bytes) return string_format("%.1f MiB", bytes / 1048576) end
+
+--- Bytes of device memory a gram job needs: G', the table (twice while G'
+--- is built from rows and the scan reads columns), norms; and per sequence.
+function _M.memory_need(n, dim)
+    local fixed = n * n * 4 + 2 * n * dim * 4 + n * 12
+    local per_sequence = n * 8 + dim * 8 + U32_WORDS * 4 + F64_WORDS * 8
+    return fixed, per_sequence
+end
+
+--- Whether gram runs `request` ({shape, precision, plain}): only the plain
+--- fp32 job (the direct method's reference shape), with its own kernel.
+function _M.serves(request)
+    if request.plain then return true end
+    return nil, "shapes and precisions other than baseline fp32 run only with the direct method"
+end
+
+--- gram.fits(ctx, e, opts) -> true, why; or nil, why the method cannot run
+--- here. opts:
+---   sequences      how many sequences the run has (the state of at least one
+---                  batch must fit beside G)
+---   memory_budget  bytes the job may use (default: the device's largest
+---                  device-local heap); the 10% kept free is for the driver
+function _M.fits(ctx, e, opts)
+    opts = opts or {}
+    local info = ctx.info
+    if not info.buffer_device_address then
+        return nil, string_format("device '%s' lacks bufferDeviceAddress, which gram needs for G", info.name)
+    end
+    if not info.int64 then
+        return nil, string_format("device '%s' lacks shaderInt64, which gram needs for G's addresses", info.name)
+    end
+    local ok, why = e:gram_admissible()
+    if not ok then return nil, why end
+    local budget = opts.memory_budget or info.device_local_bytes
+    local fixed, per_sequence = _M.memory_need(e.n, e.dim)
+    local sequences = min(opts.sequences or 1, 64)
+    local need_bytes = fixed + per_sequence * sequences
+    if need_bytes > 0.9 * budget then
+        return nil, string_format("G (%d x %d f32) and the state of %d sequences need %s, more than 90%% of "
+            .. "the %s of device memory%s", e.n, e.n, sequences, mib(need_bytes), mib(budget),
+            opts.memory_budget and " given as the budget" or (" of '" .. info.name .. "'"))
+    end
+    return true, string_format("G (%d x %d f32, %s) and the state fit the %s of device memory", e.n, e.n,
+        mib(e.n * e.n * 4), mib(budget))
+end
+
+-- Two define tables in one (nil when both are empty).
+local function merged(a, b)
+    if not a then return b end
+    if not b then return a end
+    local m = {}
+    for k, v in pairs(a) do m[k] = v end
+    for k, v in pairs(b) do m[k] = v end
+    return m
+end
+
+-- G's build tiling per device kind. A GPU: 64 x 64 tiles of 8 x 4 f64
+-- entries a thread, as compile-time constants (the shipped variant
+-- gram_build-16x8x8x4x8): the fastest of four tilings measured on the H200
+-- (bench/gram_tune.lua; bench/RESULTS.md). A CPU device, whose "threads" are
+-- loop iterations: small tiles, by specialization constants.
+local BUILD_TILING = {
+    gpu = { wx = 16, wy = 8, tm = 8, tn = 4, slice = 8, compiled = true },
+    cpu = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8 },
+}
+
+--- G's build kernel for `asked` (a tiling): the shipped variant of a
+--- compiled tiling where gram_build's `tiling` axis has it, else compiled
+--- now; by specialization constants otherwise.
+local function builder_for(self, ctx, tiling, asked, opts)
+    local variant, defines = "gram_build", merged(opts.build_defines, self.underflow)
+    local constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice,
+                        acc_slots = tiling.acc_slots, stage = tiling.stage }
+    if asked.compiled then
+        local key = string_format("%dx%dx%dx%dx%d", tiling.wx, tiling.wy, tiling.tm, tiling.tn, tiling.slice)
+        local shipped = false
+        for _, v in ipairs(kernel.axis_values(GRAM_BUILD, "tiling")) do shipped = shipped or v == key end
+        if shipped then
+            variant = kernel.variant(GRAM_BUILD, { tiling = key })
+        else
+            defines = merged(defines, { DIVGPU_BUILD_TILING = 1, BUILD_WX = tiling.wx, BUILD_WY = tiling.wy,
+                                        BUILD_TM = tiling.tm, BUILD_TN = tiling.tn, BUILD_SLICE = tiling.slice })
+        end
+        constants = nil
+    end
+    return need(kernel.new(ctx, GRAM_BUILD, { variant = variant, defines = defines, constants = constants }))
+end
+
+--- Builds G' into the job's blocks: tile-rows in submissions of about
+--- BUILD_TARGET_SECONDS each, sized from the rate of those before (a tile-row
+--- bi holds the tiles bi .. last of the upper triangle). Returns GPU seconds.
+local function build_g(self, ctx, e, rows_table, opts)
+    local n, dim = e.n, e.dim
+    local asked = opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"]
+    local tiling = GRAM_BUILD.tiling(asked)
+    if tiling.shared_bytes > ctx.info.max_shared_memory then
+        fail(string_format("G's build tiling needs %d bytes of shared memory; device '%s' has %d",
+            tiling.shared_bytes, ctx.info.name, ctx.info.max_shared_memory))
+    end
+    self.build_tiling = tiling
+    local builder = builder_for(self, ctx, tiling, asked, opts)
+    self.builder = builder
+    local group = need(builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
+                                      g_blocks = self.g_block_table }, self.g_blocks))
+    local tiles = ceil(n / tiling.tile)
+    local function tiles_in(first, last) -- tiles of tile-rows first .. last - 1
+        return (last - first) * tiles - ((last - 1) * last - (first - 1) * first) / 2
+    end
+    local tiles_per_submission = max(1, BUILD_FIRST_FMA / (tiling.tile * tiling.tile * dim))
+    local rec = need(ctx:recorder())
+    local seconds, tiles_done, first = 0, 0, 0
+    self.build_submissions = {}
+    while first < tiles do
+        -- As many tile-rows as make about tiles_per_submission tiles.
+        local last = first + 1
+        while last < tiles and tiles_in(first, last + 1) <= tiles_per_submission do last = last + 1 end
+        need(builder:dispatch(rec, group, { num_items = n, dim = dim, tile_row_begin = first, tile_row_end = last,
+                                            block_rows = self.block_rows }, tiles, last - first))
+        -- Orders G''s writes before every later command that reads G'.
+        need(rec:barrier())
+        need(rec:submit())
+        -- (Yields, when the driver builds several devices' G at once.)
+        local t = need(device.await(ctx, rec)) or 0
+        self.build_submissions[#self.build_submissions + 1] = t
+        seconds, tiles_done = seconds + t, tiles_done + tiles_in(first, last)
+        if seconds > 0 then
+            -- Next submission: the target time at the rate measured so far.
+            tiles_per_submission = max(1, min(BUILD_TARGET_SECONDS * tiles_done / seconds, 4 * tiles_per_submission))
+        end
+        first = last
+    end
+    -- Useful work, one triangle: N (N + 1) / 2 entries of D multiply-adds.
+    self.build_flops = n * (n + 1) / 2 * dim * 2
+    return seconds
+end
+
+--- Where a job keeps each sequence's approx, for N items, `wg` threads and a
+--- device (gram.comp): registers first (at most `reg_max` a thread), shared
+--- memory for what they cannot hold (at most `shared_max` candidates), global
+--- memory for the rest. Returns reg_slots, shared_count, global_count.
+function _M.placement(n, wg, reg_max, shared_max)
+    local reg = max(1, min(ceil(n / wg), reg_max))
+    local shared = max(0, min(n - reg * wg, shared_max))
+    return reg, shared, max(0, n - reg * wg - shared)
+end
+
+-- Registers a thread may give to approx: a GPU's register file holds 40 f64
+-- a thread at 256 threads with room for two workgroups an SM (the H200:
+-- bench/RESULTS.md); a CPU device compiles the unrolled page into vector
+-- code, where a small page keeps that fast.
+local REG_MAX = { gpu = 40, cpu = 8 }
+
+-- Threads per sequence on a GPU: 512 ran the seed batch in 2.38 s of H200
+-- GPU time against 2.44 s at 384 and 2.84 s at 256 (one call,
+-- bench/RESULTS.md): the register page fits 128 registers a thread.
+local GPU_WORKGROUP = 512
+
+-- Window members whose rows are staged for their chains, at most: the seed
+-- table's windows hold 2.1 on average and 15 at most (bench/RESULTS.md).
+local STAGE_ROWS_MAX = 8
+
+--- Shared memory of the step kernel beside its shared page, in bytes.
+local function fixed_shared_bytes(dim, capacity, subgroup_slots, check)
+    return dim * 4 + 2 * subgroup_slots * (8 + 4 + 8 + 16) + capacity * 4 + 8 + subgroup_slots * 8
+        + (check and subgroup_slots * 8 or 0) + capacity * 8  -- (a twin's window_a, counted always)
+end
+
+--- Loop iterations one thread may run in one step, at worst (a fallback
+--- scan, and in the instrumented build a rescoring of every candidate).
+local function step_iterations(self, check)
+    local n, dim, wg = self.n, self.dim, self.workgroup_size
+    local per_thread = ceil(n / wg)
+    local subgroups = self.subgroup_slots
+    local worst = 2 * per_thread + self.dim_slots + 2 * subgroups + ceil(self.stage_rows * dim / wg)
+        + max(per_thread, ceil(self.window_capacity / wg)) * (dim + 1) + 64
+    if check then worst = worst + per_thread * (dim + 1) + subgroups end
+    return worst
+end
+
+local Job = {}
+Job.__index = Job
+
+--- The step kernel's shape on this device: threads, window capacity, the
+--- staged rows and where approx lives; fails where shared memory is short.
+local function plan(ctx, e, opts)
+    local info = ctx.info
+    local dim, kind = e.dim, info.type == "cpu" and "cpu" or "gpu"
+    local wg = opts.workgroup_size or (kind == "gpu" and min(GPU_WORKGROUP, info.max_workgroup_invocations,
+                                                              info.max_workgroup_size) or device.default_workgroup(info))
+    local capacity = opts.window_capacity or wg
+    local check = opts.defines and opts.defines.DIVGPU_GRAM_CHECK
+    local subgroup_slots = ceil(wg / max(1, info.subgroup_size))
+    local function short_of(bytes)
+        if bytes > info.max_shared_memory then
+            fail(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
+                dim, bytes, wg, info.name, info.max_shared_memory))
+        end
+    end
+    local fixed = fixed_shared_bytes(dim, capacity, subgroup_slots, check)
+    short_of(fixed)
+    -- Window members' rows staged in shared memory for their chains: up to
+    -- STAGE_ROWS_MAX, before the shared page takes what is left.
+    local stage_rows = max(1, min(opts.stage_rows or STAGE_ROWS_MAX, capacity,
+                                  floor((info.max_shared_memory - fixed) / (4 * dim))))
+    fixed = fixed + stage_rows * dim * 4
+    short_of(fixed)
+    local shared_room = floor((info.max_shared_memory - fixed) / 8)
+    local reg, shared, global = _M.placement(e.n, wg, opts.reg_slots or REG_MAX[kind],
+                                             min(opts.shared_slots or huge, shared_room))
+    return { workgroup_size = wg, window_capacity = capacity, reg_slots = reg, shared_count = shared,
+             global_count = global, subgroup_slots = subgroup_slots, dim_slots = ceil(dim / wg),
+             stage_rows = stage_rows, check = check }
+end
+
+--- G''s blocks: whole rows, each block one allocation, and the table of
+--- their device addresses the kernels read.
+local function allocate_g(self, ctx, opts)
+    local n, info = self.n, ctx.info
+    local row_bytes = n * 4
+    self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
+    self.g_blocks = {}
+    local addresses = need(divgpu.array("u32", 2 * ceil(n / self.block_rows)))
+    for b = 1, ceil(n / self.block_rows) do
+        local rows = min(self.block_rows, n - (b - 1) * self.block_rows)
+        local block = need(ctx:buffer(rows * row_bytes, "G block " .. b))
+        self.g_blocks[b] = block
+        local address = block.address
+        addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
+    end
+    self.g_block_table = need(ctx:upload(addresses, "G block addresses"))
+end
+
+local function make_job(ctx, e, opts)
+    local info = ctx.info
+    local ok, why = _M.fits(ctx, e, { memory_budget = huge })
+    if not ok then fail("the Gram method cannot run here: " .. why) end
+    local self = setmetatable(plan(ctx, e, opts), Job)
+    self.ctx, self.embeddings, self.n, self.dim, self.layout, self.method = ctx, e, e.n, e.dim, opts.layout, "gram"
+    self.memory_budget = opts.memory_budget or info.device_local_bytes
+    self.steps_per_dispatch = huge
+    local cap = need(device.loop_cap(ctx))
+    if cap then
+        -- The device stops loops silently past `cap` iterations: keep every
+        -- dispatch's steps under it (lavapipe: 65,535).
+        local per_step = step_iterations(self, self.check)
+        self.steps_per_dispatch = floor(cap / per_step)
+        if self.steps_per_dispatch < 1 then
+            fail(string_format("device '%s' stops shader loops after %d iterations, and one gram step needs up to %d "
+                .. "per thread (%d items x %d dims, %d threads): use more threads or another device",
+                info.name, cap, per_step, e.n, e.dim, self.workgroup_size))
+        end
+    end
+    allocate_g(self, ctx, opts)
+    local rows_table = need(ctx:upload(need(e:values()), "embeddings"))
+    self.table_buffer = opts.layout == "columns"
+        and need(ctx:upload(need(need(e:values()):transposed(e.n, e.dim)), "embeddings by columns")) or rows_table
+    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
+    self.row_norm_buffer = need(ctx:upload(need(e:norm_bounds()), "row norm bounds"))
+    self.factors_buffer = need(ctx:upload(need(divgpu.jobs.gram_factors(e)), "gram bound factors"))
+    self.underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
+    self.underflow = self.underflow or nil
+    local t0 = divgpu.clock.now()
+    self.build_gpu_seconds = build_g(self, ctx, e, rows_table, opts)
+    self.build_seconds = divgpu.clock.now() - t0
+    self.kernel = need(kernel.new(ctx, GRAM, {
+        variant = kernel.variant(GRAM, { layout = opts.layout }),
+        defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
+        constants = { workgroup_size = self.workgroup_size, max_dim = e.dim, window_capacity = self.window_capacity,
+                      reg_slots = self.reg_slots, shared_slots = max(1, self.shared_count), dim_slots = self.dim_slots,
+                      subgroup_slots = self.subgroup_slots, stage_rows = self.stage_rows },
+    }))
+    return self
+end
+
+--- gram.job(ctx, e, opts) -> job, or nil, err. opts:
+---   layout           "rows" (default) | "columns": the table the exact chain reads. One
+---                    thread reads one candidate's row, so rows measured 1.48x faster
+---                    on the H200 (bench/RESULTS.md)
+---   workgroup_size   threads per sequence
+---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
+---   reg_slots        approx values a thread keeps in registers, at most (default: the device's)
+---   shared_slots     candidates the shared page may hold, at most (default: what fits)
+---   g_block_rows     G' rows per block (default: as many as one allocation holds)
+---   build_tiling     G's build tiling { wx, wy, tm, tn, slice } (default: the device's)
+---   defines, spirv   a variant of gram.comp (instrumented build, twins, the floor)
+---   build_defines    a variant of gram_build.comp (its twin)
+---   exact_underflow  false: no exact underflow path (tests; device.underflow_defines)
+---   memory_budget    bytes the job may use (default: the device's); bounds the batch
+function _M.job(ctx, e, opts)
+    opts = opts or {}
+    if type(e) ~= "userdata" then error("gram.job: embeddings must be a table loaded with divgpu.load_embeddings", 2) end
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    o.layout = o.layout or "rows"
+    kernel.variant(GRAM, { layout = o.layout }, 2)
+    if o.build_tiling then GRAM_BUILD.tiling(o.build_tiling) end
+    return catch(make_job, ctx, e, o)
+end
+
+--- One line on where each sequence's state lives (the run prints it).
+function Job:placement_note()
+    local parts = { string_format("%d in registers (%d a thread x %d threads)", min(self.n, self.reg_slots * self.workgroup_size),
+                                  self.reg_slots, self.workgroup_size) }
+    if self.shared_count > 0 then parts[#parts + 1] = string_format("%d in shared memory", self.shared_count) end
+    if self.global_count > 0 then parts[#parts + 1] = string_format("%d in global memory", self.global_count) end
+    return "gram state per sequence: " .. table.concat(parts, ", ")
+end
+
+--- Bytes each sequence of a batch needs in its largest buffer.
+function Job:bytes_per_sequence(ring)
+    return max(self.n * 8, self.dim * 8, ring * 4, U32_WORDS * 4)
+end
+
+--- The largest batch whose buffers fit the device's buffer range and whose
+--- state fits the memory left beside G, capped at `cap` (default
+--- MAX_BATCH).
+function Job:max_batch(ring, cap)
+    local info = self.ctx.info
+    local fixed, per_sequence = _M.memory_need(self.n, self.dim)
+    local by_memory = floor((0.9 * self.memory_budget - fixed) / (per_sequence + ring * 4))
+    return max(1, min(cap or MAX_BATCH, floor(info.max_storage_buffer_range / self:bytes_per_sequence(ring)),
+        info.max_workgroup_count, by_memory))
+end
+
+local Batch = batches.class()
+
+local function zeroed(ctx, bytes, name)
+    local buffer = need(ctx:buffer(bytes, name))
+    need(buffer:fill(0))  -- all-zero words are f64 +0.0
+    return buffer
+end
+
+local function make_batch(self, starts, ring, in_flight)
+    local count, n, ctx = #starts, self.n, self.ctx
+    local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
+    local state_u32 = need(divgpu.array("u32", count * U32_WORDS))
+    for i = 1, count do state_u32[(i - 1) * U32_WORDS + PREVIOUS] = starts[i] end
+    b.approx = zeroed(ctx, count * n * 8, "approx")
+    b.centroids = zeroed(ctx, count * self.dim * 8, "centroids")
+    b.state_f64 = zeroed(ctx, count * F64_WORDS * 8, "gram state f64")
+    b.state_u32 = need(ctx:upload(state_u32, "gram state u32"))
+    b.winners_buffer = need(ctx:buffer(count * ring * 4, "winners", "host"))
+    b.group = need(self.kernel:bind({
+        embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, row_norms = self.row_norm_buffer,
+        job_factors = self.factors_buffer, g_blocks = self.g_block_table, centroids = b.centroids,
+        approx = b.approx, winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
+    }, self.g_blocks))
+    need(b:add_recorders(in_flight))
+    return b
+end
+
+--- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0
+--- done: each start is the item appended last, to be applied by step 1; or nil, err.
+function Job:batch(starts, ring, in_flight)
+    if type(starts) == "table" then starts = divgpu.array("u32", starts) end
+    return catch(make_batch, self, starts, ring, in_flight)
+end
+
+--- Records steps first .. first+count-1 on `rec`, then a copy of the
+--- filter's counters into this recorder's snapshot (read by chunk_stats
+--- after the wait: reading state_u32 itself would race with the chunk
+--- queued behind it); called by batch:record.
+function Batch:record_steps(first, count, rec)
+    local job = self.job
+    local per = min(job.steps_per_dispatch, count)
+    for t = first, first + count - 1, per do
+        need(job.kernel:dispatch(rec, self.group, { num_items = job.n, dim = job.dim, first_step = t,
+            steps = min(per, first + count - t), ring = self.ring, block_rows = job.block_rows,
+            shared_count = job.shared_count }, self.count))
+        -- Orders this dispatch's state writes before the next dispatch reads them.
+        need(rec:barrier())
+    end
+    -- The driver turns the copy off when no one reads the figures (no on_chunk).
+    if self.record_chunk_figures == false then return true end
+    self.snapshots = self.snapshots or {}
+    local snap = self.snapshots[rec]
+    if not snap then
+        snap = { buffer = need(job.ctx:buffer(self.count * U32_WORDS * 4, "gram counters snapshot", "host")) }
+        self.snapshots[rec] = snap
+    end
+    need(rec:copy(self.state_u32, snap.buffer))
+    snap.first, snap.count = first, count
+    return true
+end
+
+--- Window-size histogram bins (gram.comp's window_bin): labels and a zeroed count per bin.
+_M.histogram_labels = { "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64", "65-128", "129-256", "257+", "0" }
+function _M.empty_histogram()
+    local h = {}
+    for k = 1, HIST_BINS do h[k] = 0 end
+    return h
+end
+
+-- Counters summed over the batch's sequences, from a copy of state_u32:
+-- window total, windows of one, fallbacks, the histogram, and the largest
+-- window so far (a running maximum per sequence).
+local function totals(u, count)
+    local t = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, window_histogram = _M.empty_histogram() }
+    local hist = t.window_histogram
+    for i = 0, count - 1 do
+        local o = i * U32_WORDS
+        t.window_total = t.window_total + u[o + WINDOW_TOTAL]
+        t.window_ones = t.window_ones + u[o + WINDOW_ONES]
+        t.fallbacks = t.fallbacks + u[o + FALLBACKS]
+        t.window_max = max(t.window_max, u[o + WINDOW_MAX])
+        for k = 1, HIST_BINS do hist[k] = hist[k] + u[o + HIST_FIRST + k] end
+    end
+    return t
+end
+
+--- The batch's filter statistics so far (call after waiting): steps, the sum
+--- of window sizes, windows of one, fallbacks, the largest window, the
+--- window-size histogram (counts in the bins of histogram_labels), and the
+--- instrumented build's max |exact - a| / B; or nil, err.
+function Batch:stats()
+    return catch(function()
+        local s = totals(need(self.state_u32:read("u32")), self.count)
+        local f = need(self.state_f64:read("f64"))
+        s.max_ratio = 0
+        for i = 0, self.count - 1 do s.max_ratio = max(s.max_ratio, f[i * F64_WORDS + T_RATIO]) end
+        return s
+    end)
+end
+
+--- The filter's figures for the chunk last recorded on `rec`, after its wait,
+--- exactly (the difference of two counter snapshots): sequence_steps, window_total,
+--- window_mean, window_ones, fallbacks, window_histogram (the chunk's counts in
+--- the bins of histogram_labels), window_max_bin (the label of the largest bin
+--- the chunk used: its largest window lies in it) and window_max_batch (the
+--- batch's largest window up to the chunk's end; the kernel keeps a running
+--- maximum, so a chunk's own maximum is known to its bin). Every chunk must
+--- be read, in order (misuse raises).
+function Batch:chunk_stats(rec)
+    rec = rec or self.recorder
+    local snap = self.snapshots and self.snapshots[rec]
+    if not snap or not snap.first then error("gram batch:chunk_stats: nothing was recorded on this recorder", 2) end
+    local before = self.counted or { next_step = 1, window_total = 0, window_ones = 0, fallbacks = 0,
+                                     window_histogram = _M.empty_histogram() }
+    if snap.first ~= before.next_step then
+        error(string_format("gram batch:chunk_stats: chunks must be read in order: this chunk starts at step %d, "
+            .. "the last one read ended before step %d", snap.first, before.next_step), 2)
+    end
+    local words, err = snap.buffer:read("u32")
+    if not words then return nil, err end
+    local now = totals(words, self.count)
+    now.next_step = snap.first + snap.count
+    self.counted = now
+    local c = { sequence_steps = snap.count * self.count, window_total = now.window_total - before.window_total,
+                window_ones = now.window_ones - before.window_ones, fallbacks = now.fallbacks - before.fallbacks,
+                window_max_batch = now.window_max, window_histogram = {} }
+    c.window_mean = c.window_total / c.sequence_steps
+    for k = 1, HIST_BINS do
+        c.window_histogram[k] = now.window_histogram[k] - before.window_histogram[k]
+        -- The last bin counts windows of size 0 (a fallback), not the largest sizes.
+        if c.window_histogram[k] > 0 and k < HIST_BINS then c.window_max_bin = _M.histogram_labels[k] end
+    end
+    return c
+end
+
+--- The run's totals of the filter (the driver sums each finished batch's
+--- `stats()` into them): steps, window_total, window_ones, fallbacks,
+--- window_max, max_ratio, window_histogram.
+function _M.totals()
+    return { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
+             window_histogram = _M.empty_histogram() }
+end
+
+--- Adds a finished batch's stats (`s`, of `sequence_steps` steps) to `t`.
+function _M.add_totals(t, s, sequence_steps)
+    t.steps = t.steps + sequence_steps
+    t.window_total = t.window_total + s.window_total
+    t.window_ones = t.window_ones + s.window_ones
+    t.fallbacks = t.fallbacks + s.fallbacks
+    t.window_max = max(t.window_max, s.window_max)
+    t.max_ratio = max(t.max_ratio, s.max_ratio)
+    for k, c in ipairs(s.window_histogram) do t.window_histogram[k] = t.window_histogram[k] + c end
+end
+
+return _M

@@ -1,0 +1,265 @@
+-- The certified tensor filter (docs/contract.md#tensor; the proof is
+-- shaders/tensor.md). Each step: the centroids cut into int8 slices, the
+-- approximate score of every pair from exact int32 sums of slice products
+-- (the plain shader, or tensor cores where the device has them and the job
+-- asks), one proven bound per sequence, and the contract's chain for the
+-- window. The approximations are the same integers on every device.
+--
+--   local tensor = require "divgpu.methods.tensor"
+--   local ok, why = tensor.fits(ctx, e)            -- true, why | nil, why
+--   local job = assert(tensor.job(ctx, e, opts))   -- the interface of every method (methods.lua)
+--   local batch = assert(job:batch(starts, ring, in_flight))
+--   batch:record(first, count, rec); batch:submit(rec); batch:wait(rec)
+--   batch:stats()                                  -- windows, fallbacks, the check's ratio
+--
+-- Misuse raises error(msg, 2); what the device or table cannot do returns
+-- nil, err.
+
+local divgpu = require "divgpu"
+local device = require "divgpu.device"
+local failure = require "divgpu.failure"
+local kernel = require "divgpu.kernel"
+local batches = require "divgpu.methods.batch"
+local gram = require "divgpu.methods.gram"
+
+local need, catch, fail = failure.need, failure.catch, failure.fail
+local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+local error, pairs, ipairs, setmetatable, string_format, type =
+    error, pairs, ipairs, setmetatable, string.format, type
+
+-- Below gram: auto weighs the two by their estimated seconds (divgpu.cost),
+-- and where no estimate decides, G's exact rows beat int8 slices.
+local _M = { name = "tensor", preference = 0.5 }
+
+-- The run's options (driver.run) its job takes: { run option = job option }.
+_M.options = { workgroup_size = "workgroup_size", window_capacity = "window_capacity",
+               tensor_defines = "defines", spirv = "spirv", coopmat = "coopmat",
+               exact_underflow = "exact_underflow" }
+
+local TENSOR = kernel.descriptor("tensor")
+local COOPMAT = kernel.descriptor("tensor_coopmat")
+local PHASE = TENSOR.phases
+local STATE_F64 = TENSOR.state_f64_words
+local U32_WORDS = TENSOR.state.STATE_U32
+local WINDOW_TOTAL, WINDOW_ONES = TENSOR.state.S_WINDOW_TOTAL + 1, TENSOR.state.S_WINDOW_ONES + 1
+local FALLBACKS, WINDOW_MAX = TENSOR.state.S_FALLBACKS + 1, TENSOR.state.S_WINDOW_MAX + 1
+local HIST_FIRST, HIST_BINS = TENSOR.state.S_HIST, TENSOR.state.HIST_BINS
+
+--- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
+function _M.has_coopmat(ctx)
+    local info = ctx.info
+    if not (info.int8 and info.storage_buffer_8bit and info.subgroup_size == 32) then return false end
+    for _, c in ipairs(info.cooperative_matrix or {}) do
+        if c.m == 16 and c.n == 16 and c.k == 32 and c.a == "i8" and c.b == "i8" and c.c == "i32"
+           and c.result == "i32" and c.scope == "subgroup" then
+            return true
+        end
+    end
+    return false
+end
+
+--- Whether the tensor filter runs `request`: only the plain fp32 job, as gram.
+function _M.serves(request)
+    if request.plain then return true end
+    return nil, "shapes and precisions other than baseline fp32 run only with the direct method"
+end
+
+--- tensor.fits(ctx, e) -> true, why; or nil, why the filter cannot run this
+--- table here (no int64, the chain's no-overflow certificate, a table its
+--- slices cannot certify).
+function _M.fits(ctx, e)
+    if not ctx.info.int64 then
+        return nil, string_format("device '%s' lacks shaderInt64, which the tensor filter needs", ctx.info.name)
+    end
+    local ok, why = e:gram_admissible()  -- the chain's no-overflow certificate (gram.md section 6)
+    if not ok then return nil, why end
+    local slices, slice_why = divgpu.jobs.tensor_slices(e)
+    if not slices then return nil, slice_why end
+    return true, "the table's int8 slices certify every pair", slices
+end
+
+local Job = {}
+Job.__index = Job
+
+local function merged(a, b)
+    local m = {}
+    for k, v in pairs(a or {}) do m[k] = v end
+    for k, v in pairs(b or {}) do m[k] = v end
+    return m
+end
+
+local function upload(self, ctx, e, slices)
+    self.table_buffer = need(ctx:upload(need(e:values()), "embeddings"))
+    self.inv_norm_buffer = need(ctx:upload(need(e:inv_norms()), "inv_norm"))
+    self.factors_buffer = need(ctx:upload(slices.factors, "tensor bound factors"))
+    self.slices_buffer = need(ctx:upload(slices.slices, "table slices"))
+    self.exponents_buffer = need(ctx:upload(slices.exponents, "table exponents"))
+end
+
+local function make_job(ctx, e, opts)
+    local ok, why, slices = _M.fits(ctx, e)
+    if not ok then fail("the tensor filter cannot run here: " .. why) end
+    local info = ctx.info
+    local wg = opts.workgroup_size or device.default_workgroup(info)
+    local capacity = opts.window_capacity or wg
+    local subgroup_slots = ceil(wg / max(1, info.subgroup_size))
+    local shared = e.dim * 4 + subgroup_slots * (8 + 32 + 16 + 8 + 8 + 4 + 4 + 4) + capacity * 4 + 4
+    if shared > info.max_shared_memory then
+        fail(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
+            e.dim, shared, wg, info.name, info.max_shared_memory))
+    end
+    local self = setmetatable({ ctx = ctx, embeddings = e, n = e.n, dim = e.dim, method = "tensor",
+                                workgroup_size = wg, window_capacity = capacity, words = slices.words,
+                                item_rows = slices.item_rows, tiles = ceil(e.n / wg),
+                                check = opts.defines and opts.defines.DIVGPU_TENSOR_CHECK }, Job)
+    upload(self, ctx, e, slices)
+    local underflow
+    underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
+    local defines = merged(underflow, opts.defines)
+    self.kernel = need(kernel.new(ctx, TENSOR, {
+        spirv = opts.spirv, defines = next(defines) and defines or nil, name = "tensor",
+        constants = { workgroup_size = wg, max_dim = e.dim, window_capacity = capacity, subgroup_slots = subgroup_slots },
+    }))
+    if opts.coopmat then
+        self.coopmat = need(kernel.new(ctx, COOPMAT, { name = "tensor_coopmat" }))
+        self.tiles = ceil(e.n / COOPMAT.tile_candidates)
+    end
+    return self
+end
+
+--- tensor.job(ctx, e, opts) -> job, or nil, err. opts:
+---   workgroup_size   threads a workgroup (default the device's, as gram)
+---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
+---   defines, spirv   a variant of tensor.comp (the instrumented build, twins)
+---   coopmat          true: the products on tensor cores (tensor_coopmat.comp); misuse
+---                    on a device without them or with the instrumented build
+---   exact_underflow  false: no exact underflow path (tests)
+function _M.job(ctx, e, opts)
+    opts = opts or {}
+    if type(e) ~= "userdata" then error("tensor.job: embeddings must be a table loaded with divgpu.load_embeddings", 2) end
+    if opts.coopmat then
+        if not _M.has_coopmat(ctx) then
+            error(string_format("tensor.job: device '%s' has no int8 16 x 16 x 32 cooperative matrices", ctx.info.name), 2)
+        end
+        if opts.defines and opts.defines.DIVGPU_TENSOR_CHECK then
+            error("tensor.job: the instrumented build runs the plain products only", 2)
+        end
+    end
+    return catch(make_job, ctx, e, opts)
+end
+
+--- Bytes each sequence of a batch needs in its largest buffer.
+function Job:bytes_per_sequence(ring)
+    return max(self.n * (self.check and 8 or 4), self.dim * 8, 3 * self.words * 4, self.tiles * 16, ring * 4)
+end
+
+--- The largest batch whose buffers fit the device's buffer range, capped at `cap` (default 4,096).
+function Job:max_batch(ring, cap)
+    local info = self.ctx.info
+    return max(1, min(cap or 4096, floor(info.max_storage_buffer_range / self:bytes_per_sequence(ring)),
+        info.max_workgroup_count, 65535))
+end
+
+local Batch = batches.class()
+
+local function zeroed(ctx, bytes, name)
+    local buffer = need(ctx:buffer(bytes, name))
+    need(buffer:fill(0))
+    return buffer
+end
+
+local function make_batch(self, starts, ring, in_flight)
+    local count, n, ctx = #starts, self.n, self.ctx
+    local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
+    b.state_f64 = zeroed(ctx, count * STATE_F64 * 8, "tensor state f64")
+    b.state_u32 = zeroed(ctx, count * U32_WORDS * 4, "tensor counters")
+    b.winners_buffer = need(ctx:buffer(count * ring * 4, "winners", "host"))
+    local buffers = {
+        embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, job_factors = self.factors_buffer,
+        table_slices = self.slices_buffer, exponents = self.exponents_buffer,
+        centroids = need(ctx:upload(need(self.embeddings:gather_f64(starts)), "centroids")),
+        centroid_slices = need(ctx:buffer(3 * ceil(count / 16) * 16 * self.words * 4, "centroid slices")),
+        masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, n)), "masks")),
+        winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
+        a_low = need(ctx:buffer(count * n * 4, "approximations rounded down")),
+        partials = need(ctx:buffer(count * self.tiles * 16, "tile minima")),
+        partial_index = need(ctx:buffer(count * self.tiles * 4, "tile argmins")),
+        a_exact = need(ctx:buffer(self.check and count * n * 8 or 8, "approximations (the check)")),
+    }
+    b.buffers = buffers  -- by binding name (bench/tensor_paths.lua reads a_low)
+    b.group = need(self.kernel:bind(buffers))
+    if self.coopmat then
+        local named = {}
+        for _, name in ipairs(COOPMAT.bindings) do named[name] = buffers[name] end
+        b.coopmat_group = need(self.coopmat:bind(named))
+    end
+    need(b:add_recorders(in_flight))
+    return b
+end
+
+--- job:batch(starts, ring, in_flight) -> batch of #starts sequences, step 0 done; or nil, err.
+function Job:batch(starts, ring, in_flight)
+    if type(starts) == "table" then starts = divgpu.array("u32", starts) end
+    return catch(make_batch, self, starts, ring, in_flight)
+end
+
+--- The products of one step: on tensor cores, or tensor.comp's own phase.
+local function record_products(self, rec, push)
+    local job = self.job
+    if job.coopmat then
+        return job.coopmat:dispatch(rec, self.coopmat_group, { num_items = job.n, sequences = self.count,
+            row_bytes = job.words * 4, seq_rows = push.seq_rows, item_rows = job.item_rows, tiles = job.tiles },
+            job.tiles, ceil(self.count / COOPMAT.tile_sequences))
+    end
+    push.phase = PHASE.products
+    return job.kernel:dispatch(rec, self.group, push, job.tiles, self.count)
+end
+
+--- Records steps first .. first+count-1 on `rec`: per step the slices, the
+--- products, the decision, each ordered after the one before; called by
+--- batch:record.
+function Batch:record_steps(first, count, rec)
+    local job = self.job
+    local push = { num_items = job.n, dim = job.dim, ring = self.ring, sequences = self.count,
+                   tiles = job.tiles, words = job.words, seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }
+    for t = first, first + count - 1 do
+        push.step, push.phase = t, PHASE.slice
+        need(job.kernel:dispatch(rec, self.group, push, self.count))
+        -- Orders the centroids' slices and bounds before the products read them.
+        need(rec:barrier())
+        need(record_products(self, rec, push))
+        -- Orders every tile's minima and approximations before the decision.
+        need(rec:barrier())
+        push.phase = PHASE.decide
+        need(job.kernel:dispatch(rec, self.group, push, self.count))
+        -- Orders the append's mask and centroid before the next step's slices.
+        need(rec:barrier())
+    end
+    return true
+end
+
+--- The batch's filter statistics so far (after a wait), as gram's
+--- batch:stats: windows, fallbacks, the histogram, the check's ratio; or nil, err.
+function Batch:stats()
+    return catch(function()
+        local u = need(self.state_u32:read("u32"))
+        local s = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0,
+                    window_histogram = gram.empty_histogram(), max_ratio = 0 }
+        for i = 0, self.count - 1 do
+            local o = i * U32_WORDS
+            s.window_total = s.window_total + u[o + WINDOW_TOTAL]
+            s.window_ones = s.window_ones + u[o + WINDOW_ONES]
+            s.fallbacks = s.fallbacks + u[o + FALLBACKS]
+            s.window_max = max(s.window_max, u[o + WINDOW_MAX])
+            for k = 1, HIST_BINS do s.window_histogram[k] = s.window_histogram[k] + u[o + HIST_FIRST + k] end
+        end
+        local f = need(self.state_f64:read("f64"))
+        for i = 0, self.count - 1 do s.max_ratio = max(s.max_ratio, f[i * STATE_F64 + 4]) end
+        return s
+    end)
+end
+
+-- The run's totals: gram's figures, summed the same way.
+_M.totals, _M.add_totals = gram.totals, gram.add_totals
+
+return _M

@@ -1,0 +1,118 @@
+//! The run's files for Lua (`divgpu.files`): caches read and written, the
+//! checkpoint of a run (`checkpoint.rs` holds its handle), the block of one
+//! shard and the merge of a sharded run's parts.
+
+use mlua::{Lua, Table as LuaTable, UserDataRef};
+
+use super::arrays::{HostArray, U32s};
+use super::boundary::function;
+use super::checkpoint::CheckpointHandle;
+use super::embeddings::Embeddings;
+use super::files::LockHandle;
+use crate::contract::checkpoint::{BatchSink, Checkpoint, StdoutCache};
+use crate::contract::{cache, safe_write, shard, table::Table};
+use crate::error::Error;
+
+/// The cache header of a job of `starts` given as { contract, length } on `table`.
+fn cache_header(o: &LuaTable, table: &Table, starts: &[u32]) -> mlua::Result<cache::CacheHeader> {
+    let contract = o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into());
+    Ok(cache::CacheHeader::new(&contract, table.n, table.dim, o.get("length")?, &table.sha256, starts))
+}
+
+/// `files.write_cache(path, { contract, table, length, sequences })`: the
+/// starts the header records are the sequences' first items.
+fn write_cache(path: &str, o: &LuaTable) -> mlua::Result<()> {
+    let table: UserDataRef<Embeddings> = o.get("table")?;
+    let sequences: U32s = o.get("sequences")?;
+    let flat = sequences.as_slice("sequences")?;
+    let length: usize = o.get("length")?;
+    cache::check_whole(flat.len(), length)?;
+    let starts: Vec<u32> = flat.iter().step_by(length).copied().collect();
+    let header = cache_header(o, &table.0, &starts)?;
+    Ok(cache::write(path, &header, flat)?)
+}
+
+/// `shard = { index, count, starts = the whole run's starts }` of a
+/// checkpoint whose `starts` must be that shard's block.
+fn shard_of(o: &LuaTable, starts: &[u32]) -> mlua::Result<Option<shard::Shard>> {
+    let Some(s) = o.get::<Option<LuaTable>>("shard")? else { return Ok(None) };
+    let all: U32s = s.get("starts")?;
+    let all = all.as_slice("shard.starts")?;
+    let sh = shard::Shard::new(s.get("index")?, s.get("count")?, all)?;
+    if all[sh.block()?] != *starts {
+        return Err(Error::Usage("checkpoint: starts are not the shard's block of shard.starts".into()).into());
+    }
+    Ok(Some(sh))
+}
+
+/// `files.checkpoint(out, { contract, table, length, starts, restart, shard,
+/// lock })` -> the checkpoint of a run writing `out` (OUT.checkpoint/, held
+/// by OUT.lock): resumed when it belongs to this job, refused when it
+/// belongs to another (unless restart). lock: a `files.lock(out)` already
+/// taken (else it is taken here). out "-": the cache is streamed to
+/// standard output, with no checkpoint.
+fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
+    let table: UserDataRef<Embeddings> = o.get("table")?;
+    let starts: U32s = o.get("starts")?;
+    let starts = starts.as_slice("starts")?;
+    let header = cache_header(o, &table.0, starts)?;
+    let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
+    let part = shard_of(o, starts)?;
+    let sink: Box<dyn BatchSink> = if out == safe_write::STDOUT {
+        Box::new(StdoutCache::new(&header, part, starts)?)
+    } else {
+        match o.get::<Option<UserDataRef<LockHandle>>>("lock")? {
+            Some(lock) => Box::new(Checkpoint::open_locked(out, lock.take()?, &header, part, starts, restart)?),
+            None => Box::new(Checkpoint::open_shard(out, &header, part, starts, restart)?),
+        }
+    };
+    Ok(CheckpointHandle::new(sink))
+}
+
+/// `files.read_cache(path)` -> { header fields..., starts = array, sequences = array }
+fn read_cache(lua: &Lua, path: &str) -> mlua::Result<LuaTable> {
+    let (h, flat) = cache::read(path)?;
+    let t = lua.create_table()?;
+    t.set("contract", h.contract)?;
+    t.set("num_items", h.num_items)?;
+    t.set("dim", h.dim)?;
+    t.set("length", h.length)?;
+    t.set("embeddings_sha256", h.embeddings_sha256)?;
+    t.set("version", h.version)?;
+    t.set("starts_count", h.starts_count)?;
+    t.set("divgpu_version", h.divgpu_version)?;
+    t.set("count", flat.len() / h.length.max(1))?;
+    let starts: Vec<u32> = flat.iter().step_by(h.length.max(1)).copied().collect();
+    t.set("starts", HostArray::U32(starts))?;
+    t.set("sequences", HostArray::U32(flat))?;
+    Ok(t)
+}
+
+pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
+    t.set("write_cache", function(lua, |_, (path, o): (String, LuaTable)| write_cache(&path, &o))?)?;
+    t.set("read_cache", function(lua, |lua, path: String| read_cache(lua, &path))?)?;
+    t.set("checkpoint", function(lua, |_, (out, o): (String, LuaTable)| checkpoint(&out, &o))?)?;
+    // files.shard_block(total, index, count) -> first, count: the 0-based
+    // positions of part `index` of `count` among `total` starts.
+    t.set(
+        "shard_block",
+        function(lua, |_, (total, index, count): (usize, usize, usize)| {
+            let b = shard::block(total, index, count)?;
+            Ok((b.start, b.len()))
+        })?,
+    )?;
+    // files.merge(out, { part paths }) -> { parts, sequences, length }: checks
+    // the parts of a sharded run and writes their merge atomically.
+    t.set(
+        "merge",
+        function(lua, |lua, (out, paths): (String, Vec<String>)| {
+            let merged = shard::merge(&out, &paths)?;
+            let t = lua.create_table()?;
+            t.set("parts", merged.parts)?;
+            t.set("sequences", merged.sequences)?;
+            t.set("length", merged.length)?;
+            Ok(t)
+        })?,
+    )?;
+    Ok(())
+}

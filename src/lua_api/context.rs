@@ -1,0 +1,175 @@
+//! `Context` (`ctx`): an open device for Lua. `ctx.info` describes it;
+//! `ctx:buffer`, `ctx:upload`, `ctx:pipeline`, `ctx:bind` and `ctx:recorder`
+//! make the objects a job is built of (`buffer.rs`, `pipeline.rs`,
+//! `recorder.rs`); `ctx:self_test` runs the arithmetic self-test.
+
+use std::sync::Arc;
+
+use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, UserDataRef};
+
+use super::arrays::HostArray;
+use super::boundary::{methods_index, Methods};
+use super::buffer::{buffer_list, LuaBuffer};
+use super::pipeline::{interface_of, LuaBindGroup, LuaPipeline};
+use super::recorder::LuaRecorder;
+use super::shaders::Spirv;
+use crate::error::Error;
+use crate::vk::adapter::DeviceInfo;
+use crate::vk::buffer::Buffer;
+use crate::vk::commands::Recorder;
+use crate::vk::device::Device;
+use crate::vk::pipeline::{BindGroup, Pipeline};
+
+pub struct Context(pub Arc<Device>);
+
+const TYPE: &str = "Context";
+
+/// A device's description as a Lua table (`ctx.info`, `divgpu.devices()`).
+pub fn info_table(lua: &Lua, i: &DeviceInfo) -> mlua::Result<LuaTable> {
+    let t = lua.create_table()?;
+    t.set("index", i.index)?;
+    t.set("name", i.name.clone())?;
+    t.set("type", i.device_type)?;
+    t.set("vendor_id", i.vendor_id)?;
+    t.set("device_id", i.device_id)?;
+    t.set("driver", i.driver_name.clone())?;
+    t.set("driver_info", i.driver_info.clone())?;
+    t.set("driver_version", i.driver_version)?;
+    t.set("api_version", i.api_version.clone())?;
+    t.set("max_shared_memory", i.max_shared_memory)?;
+    t.set("max_workgroup_size", i.max_workgroup_size)?;
+    t.set("max_workgroup_invocations", i.max_workgroup_invocations)?;
+    t.set("max_workgroup_count", i.max_workgroup_count)?;
+    t.set("max_storage_buffer_range", i.max_storage_buffer_range)?;
+    t.set("max_push_constants_size", i.max_push_constants_size)?;
+    t.set("subgroup_size", i.subgroup_size)?;
+    t.set("timestamp_period_ns", i.timestamp_period_ns)?;
+    t.set("timestamps", i.timestamps)?;
+    t.set("storage_buffer_16bit", i.storage_buffer_16bit)?;
+    t.set("float16", i.float16)?;
+    t.set("float64", i.float64)?;
+    t.set("int64", i.int64)?;
+    t.set("int64_atomics", i.int64_atomics)?;
+    t.set("denorm_preserve_f32", i.denorm_preserve_f32)?;
+    t.set("denorm_flush_f32", i.denorm_flush_f32)?;
+    t.set("denormals", i.denormals.name())?;
+    t.set("denormals_mode", i.denormals.key())?;
+    t.set("denormals_need_certificate", i.denormals.need_certificate())?;
+    t.set("rounding_rte_f32", i.rounding_rte_f32)?;
+    t.set("buffer_device_address", i.buffer_device_address)?;
+    t.set("max_memory_allocation_size", i.max_memory_allocation_size)?;
+    t.set("device_local_bytes", i.device_local_bytes)?;
+    t.set("int8", i.int8)?;
+    t.set("storage_buffer_8bit", i.storage_buffer_8bit)?;
+    t.set("vulkan_memory_model", i.vulkan_memory_model)?;
+    t.set("pipeline_statistics", i.pipeline_statistics)?;
+    let hex = |b: &[u8; 16]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    t.set("device_uuid", hex(&i.device_uuid))?;
+    t.set("driver_uuid", hex(&i.driver_uuid))?;
+    t.set("cooperative_matrix", cooperative_matrix_table(lua, i)?)?;
+    Ok(t)
+}
+
+fn cooperative_matrix_table(lua: &Lua, i: &DeviceInfo) -> mlua::Result<LuaTable> {
+    let shapes = lua.create_table()?;
+    for (k, c) in i.cooperative_matrix.iter().enumerate() {
+        let s = lua.create_table()?;
+        s.set("m", c.m)?;
+        s.set("n", c.n)?;
+        s.set("k", c.k)?;
+        s.set("a", c.a)?;
+        s.set("b", c.b)?;
+        s.set("c", c.c)?;
+        s.set("result", c.result)?;
+        s.set("saturating", c.saturating)?;
+        s.set("scope", c.scope)?;
+        shapes.raw_set(k + 1, s)?;
+    }
+    Ok(shapes)
+}
+
+/// `ctx:pipeline{ spirv, name, specialization = { [id] = u32 }, interface }`.
+fn pipeline(ctx: &Context, opts: LuaTable) -> mlua::Result<LuaPipeline> {
+    let spirv: UserDataRef<Spirv> =
+        opts.get("spirv").map_err(|_| Error::Usage("pipeline{}: 'spirv' must be a compiled shader".into()))?;
+    let name: Option<String> = opts.get("name")?;
+    let mut spec = Vec::new();
+    if let Some(t) = opts.get::<Option<LuaTable>>("specialization")? {
+        for pair in t.pairs::<u32, u32>() {
+            spec.push(pair.map_err(|e| {
+                Error::Usage(format!("pipeline{{}}: specialization must map constant ids to u32 values ({e})"))
+            })?);
+        }
+    }
+    spec.sort_unstable();
+    let name = name.unwrap_or_else(|| spirv.name.clone());
+    let interface = opts.get::<Option<LuaTable>>("interface")?.map(|t| interface_of(&t)).transpose()?;
+    Ok(LuaPipeline(Pipeline::new(&ctx.0, &name, &spirv.words, &spec, interface.as_ref())?))
+}
+
+pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, TYPE)?;
+    // ctx:buffer(bytes [, name [, "device" | "host"]]) -> an uninitialised
+    // storage buffer; "host" puts it in host-visible memory, read back
+    // through its mapping (for results read after every submission).
+    m.add(lua, "buffer", |_, this: &Context, (size, name, memory): (u64, Option<String>, Option<String>)| {
+        let name = name.as_deref().unwrap_or("buffer");
+        let buffer = match memory.as_deref() {
+            None | Some("device") => Buffer::storage(&this.0, size, name)?,
+            Some("host") => Buffer::readback(&this.0, size, name)?,
+            Some(other) => {
+                return Err(Error::Usage(format!("buffer(): memory must be \"device\" or \"host\", got \"{other}\"")).into())
+            }
+        };
+        Ok(LuaBuffer(buffer))
+    })?;
+    // ctx:upload(array [, name]) -> a device-local buffer holding the array.
+    m.add(lua, "upload", |_, this: &Context, (array, name): (UserDataRef<HostArray>, Option<String>)| {
+        let bytes = array.bytes();
+        let buf = Buffer::storage(&this.0, bytes.len() as u64, name.as_deref().unwrap_or("upload"))?;
+        buf.upload(0, bytes)?;
+        Ok(LuaBuffer(buf))
+    })?;
+    m.add(lua, "pipeline", |_, this: &Context, opts: LuaTable| pipeline(this, opts))?;
+    // ctx:bind(pipeline, { buffer, ... } [, { referenced, ... }]) -> a bind
+    // group, buffers in binding order; `referenced` buffers are those the
+    // shader reaches by device address, kept alive with the group.
+    m.add(
+        lua,
+        "bind",
+        |_, this: &Context, (pipeline, list, referenced): (UserDataRef<LuaPipeline>, LuaTable, Option<LuaTable>)| {
+            this.0.check_same(&pipeline.0.device, &format!("pipeline '{}'", pipeline.0.name))?;
+            let buffers = buffer_list(&list, "bind()")?;
+            let referenced = match referenced {
+                Some(t) => buffer_list(&t, "bind() referenced")?,
+                None => Vec::new(),
+            };
+            Ok(LuaBindGroup(BindGroup::new(&pipeline.0, buffers, referenced)?))
+        },
+    )?;
+    m.add(lua, "recorder", |_, this: &Context, ()| Ok(LuaRecorder(Recorder::new(&this.0)?)))?;
+    // ctx:self_test() -> "hardware" | "emulated", "kept" | "flushed": how the
+    // contract's fma is computed on this device, and whether its subnormal
+    // cases kept f32 denormals; nil, why if the device cannot meet the contract.
+    m.add(lua, "self_test", |_, this: &Context, ()| {
+        let t = crate::selftest::run(&this.0)?;
+        Ok((t.fma.name(), if t.denormals_kept { "kept" } else { "flushed" }))
+    })?;
+    m.add(lua, "validation_messages", |_, this: &Context, ()| Ok(this.0.validation_messages()))?;
+    Ok(m)
+}
+
+impl UserData for Context {
+    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
+        f.add_field_method_get("info", |lua, this| info_table(lua, &this.0.info));
+        // The limit of every fence wait, in seconds (divgpu.open{timeout=}).
+        f.add_field_method_get("timeout", |_, this| Ok(this.0.timeout.as_secs_f64()));
+        // A process-unique number, named in errors about objects of two contexts.
+        f.add_field_method_get("id", |_, this| Ok(this.0.id));
+        methods_index(f, TYPE);
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
+        m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| Ok(format!("divgpu.context<{}>", this.0.info.name)));
+    }
+}

@@ -1,0 +1,140 @@
+//! `divgpu.shaders`: the shipped kernels and their variants (compiled by
+//! `build.rs`, their axes from `shaders/NAME.axes.json`), their sources and
+//! includes, and GLSL compiled at run time; `Spirv` (`spirv`), a compiled
+//! shader, as Lua sees it.
+
+use std::path::PathBuf;
+
+use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, Value};
+
+use super::arrays::HostArray;
+use super::boundary::{function, methods_index, Methods};
+use crate::error::Error;
+use crate::shaders;
+
+/// SPIR-V words, shipped or compiled at run time.
+pub struct Spirv {
+    pub name: String,
+    pub words: Vec<u32>,
+}
+
+const TYPE: &str = "Spirv";
+
+/// `{ name, defines = { K = V }, include_dirs = { ... } }` of `shaders.compile`.
+fn compile_options(opts: Option<LuaTable>) -> mlua::Result<(String, Vec<(String, Option<String>)>, Vec<PathBuf>)> {
+    let mut name = "<lua>".to_string();
+    let mut defines = Vec::new();
+    let mut include_dirs = Vec::new();
+    let Some(o) = opts else { return Ok((name, defines, include_dirs)) };
+    if let Some(n) = o.get::<Option<String>>("name")? {
+        name = n;
+    }
+    if let Some(d) = o.get::<Option<LuaTable>>("defines")? {
+        for pair in d.pairs::<String, Value>() {
+            let (k, v) = pair?;
+            let v = match v {
+                Value::Boolean(true) => None,
+                Value::Integer(i) => Some(i.to_string()),
+                Value::Number(x) => Some(x.to_string()),
+                Value::String(s) => Some(s.to_str()?.to_string()),
+                other => return Err(Error::Usage(format!("define {k}: unsupported value {other:?}")).into()),
+            };
+            defines.push((k, v));
+        }
+        defines.sort();
+    }
+    if let Some(d) = o.get::<Option<LuaTable>>("include_dirs")? {
+        for dir in d.sequence_values::<String>() {
+            include_dirs.push(PathBuf::from(dir?));
+        }
+    }
+    Ok((name, defines, include_dirs))
+}
+
+fn axes_table(lua: &Lua, kernel: &str) -> mlua::Result<LuaTable> {
+    let list = lua.create_table()?;
+    for axis in shaders::kernel(kernel)?.axes {
+        let t = lua.create_table()?;
+        t.set("name", axis.name)?;
+        t.set("values", axis.values.to_vec())?;
+        list.push(t)?;
+    }
+    Ok(list)
+}
+
+pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
+    let t = lua.create_table()?;
+    // shaders.get(name) -> the shipped SPIR-V of a kernel or variant
+    t.set(
+        "get",
+        function(lua, |_, name: String| {
+            let shader = shaders::shipped(&name)?;
+            Ok(Spirv { name, words: shader.spirv.to_vec() })
+        })?,
+    )?;
+    t.set("names", function(lua, |_, ()| Ok(shaders::shipped_names()))?)?;
+    // shaders.source(name) -> its GLSL source and a table of its defines
+    t.set(
+        "source",
+        function(lua, |lua, name: String| {
+            let shader = shaders::shipped(&name)?;
+            let defines = lua.create_table()?;
+            for (k, v) in shader.defines {
+                defines.set(*k, *v)?;
+            }
+            Ok((shader.source, defines))
+        })?,
+    )?;
+    t.set(
+        "include",
+        function(lua, |_, name: String| Ok(shaders::INCLUDES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)))?,
+    )?;
+    // shaders.compile(source, { name, defines = { K = V }, include_dirs = { ... } }) -> spirv
+    t.set(
+        "compile",
+        function(lua, |_, (source, opts): (String, Option<LuaTable>)| {
+            let (name, defines, include_dirs) = compile_options(opts)?;
+            let request = shaders::CompileRequest { name: &name, source: &source, defines, include_dirs };
+            let words = shaders::compile(&request)?;
+            Ok(Spirv { name, words })
+        })?,
+    )?;
+    // shaders.kernels() -> every kernel (shaders/NAME.comp);
+    // shaders.axes(kernel) -> { { name = axis, values = { default, ... } }, ... };
+    // shaders.variant(kernel, { axis = value }) -> the shipped variant's name.
+    t.set("kernels", function(lua, |_, ()| Ok(shaders::KERNELS.iter().map(|k| k.name).collect::<Vec<_>>()))?)?;
+    t.set("axes", function(lua, |lua, kernel: String| axes_table(lua, &kernel))?)?;
+    t.set(
+        "variant",
+        function(lua, |_, (kernel, choice): (String, Option<LuaTable>)| {
+            let mut wanted = Vec::new();
+            if let Some(t) = choice {
+                for pair in t.pairs::<String, String>() {
+                    wanted.push(pair?);
+                }
+            }
+            wanted.sort();
+            Ok(shaders::variant(&kernel, &wanted)?.name)
+        })?,
+    )?;
+    Ok(t)
+}
+
+pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, TYPE)?;
+    m.add(lua, "push_size", |_, this: &Spirv, ()| {
+        let r = crate::vk::spirv::reflect(&this.words).map_err(Error::Shader)?;
+        Ok(r.push_constant_size)
+    })?;
+    // The SPIR-V as a u32 array, for inspection (e.g. looking for half arithmetic).
+    m.add(lua, "to_array", |_, this: &Spirv, ()| Ok(HostArray::U32(this.words.clone())))?;
+    Ok(m)
+}
+
+impl UserData for Spirv {
+    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
+        f.add_field_method_get("name", |_, this| Ok(this.name.clone()));
+        f.add_field_method_get("words", |_, this| Ok(this.words.len()));
+        methods_index(f, TYPE);
+    }
+}

@@ -1,0 +1,114 @@
+-- The API's one error rule (docs/api.md#errors), native module and Lua
+-- modules alike: misuse raises one line at the caller's position, without a
+-- traceback; an expected failure returns nil and one line; a call with
+-- nothing to return returns true. The checks' twins feed them a message
+-- that breaks the rule (a traceback, another position, two lines).
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local driver = require "divgpu.driver"
+local h = require "tests.helpers"
+
+local THIS = "tests/errors_spec.lua"
+
+--- Why `err` (raised from line `line` of this file) is not one line at
+--- that position, or nil.
+local function not_at_caller(err, line)
+    err = tostring(err)
+    if err:find("\n") then return "more than one line: " .. err end
+    if err:find("stack traceback", 1, true) then return "a traceback: " .. err end
+    local file, at = err:match("^([^:]+):(%d+): ")
+    if not file or not file:find(THIS, 1, true) or tonumber(at) ~= line then
+        return "not at " .. THIS .. ":" .. line .. ": " .. err
+    end
+end
+
+--- Why (v, err) is not an expected failure's nil and one line, or nil.
+local function not_a_failure(v, err)
+    if v ~= nil then return "a value: " .. tostring(v) end
+    if type(err) ~= "string" or err == "" then return "no message" end
+    if err:find("\n") then return "more than one line: " .. err end
+end
+
+--- The line number of the line that calls this.
+local function here() return debug.getinfo(2, "l").currentline end
+
+describe("the error rule", function()
+    teardown(h.assert_no_validation_messages)
+
+    it("native misuse raises one line at the caller's position", function()
+        local line = here() + 1
+        local ok, err = pcall(function() local a = divgpu.array("x", 1) return a end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("unknown dtype 'x'", err, 1, true)
+        -- A method, and an argument mlua cannot convert: the same.
+        local ctx = h.ctx()
+        line = here() + 1
+        ok, err = pcall(function() local b = ctx:buffer("many") return b end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("ctx:buffer: bad argument", err, 1, true)
+        -- A method called on another type's object, shared or mutable.
+        local a = divgpu.array("u32", { 1 })
+        line = here() + 1
+        ok, err = pcall(function() local b = ctx.buffer(a, 4) return b end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("ctx:buffer: called on something else than a Context", err, 1, true)
+        line = here() + 1
+        ok, err = pcall(function() local s = a.set(ctx, 1, 2) return s end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("array:set: called on something else than a HostArray", err, 1, true)
+    end)
+
+    it("native expected failures return nil and one line", function()
+        assert.is_nil(not_a_failure(divgpu.load_embeddings("/nonexistent/embeddings.json")))
+        assert.is_nil(not_a_failure(divgpu.open{ device = 99 }))
+        assert.is_nil(not_a_failure(h.ctx():buffer(2 ^ 52, "too big")))
+        assert.is_nil(not_a_failure(divgpu.files.read_cache("/nonexistent/cache.json")))
+    end)
+
+    it("a call with nothing to return returns true", function()
+        local buf = h.ctx():buffer(16, "filled")
+        assert.is_true(buf:fill(7))
+        assert.is_true(divgpu.process.catch_signals(false))
+    end)
+
+    it("the Lua modules: misuse raises at the caller, a failure is nil and one line", function()
+        local line = here() + 1
+        local ok, err = pcall(function() local r = driver.run{ embeddings = h.shipped(), starts = { 0 }, length = 2 } return r end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("driver.run: ctx is required", err, 1, true)
+        line = here() + 1
+        ok, err = pcall(function() local j = vk.job(h.ctx(), h.shipped(), { shape = "round" }) return j end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        local batch = assert(vk.job(h.ctx(), h.shipped()):batch(h.range(0, 2), 4, 1))
+        line = here() + 1
+        ok, err = pcall(function() local r = batch:record(1, 5) return r end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("chunk of 5 steps exceeds the winners ring of 4", err, 1, true)
+        assert.is_nil(not_a_failure(vk.open{ device = 99 }))
+        -- A failure inside the driver (the job's kernel cannot run) comes back as nil, err.
+        local result, why = driver.run{ ctx = h.ctx(), embeddings = divgpu.synth{ n = 4000, dim = 64, seed = 13 },
+                                        starts = { 0 }, length = 3, method = "direct", workgroup_size = 1 }
+        if vk.loop_cap(h.ctx()) then
+            assert.is_nil(not_a_failure(result, why))
+            assert.matches("stops shader loops after", why, 1, true)
+        end
+    end)
+
+    it("twins: the checks refuse a traceback, another position, two lines, a value", function()
+        local line = 10
+        assert.is_not_nil(not_at_caller(THIS .. ":10: x\nstack traceback:\n\t[C]: in ?", line))
+        assert.is_not_nil(not_at_caller(THIS .. ":11: x", line))
+        assert.is_not_nil(not_at_caller("lua/divgpu/driver.lua:10: x", line))
+        assert.is_nil(not_at_caller(THIS .. ":10: x", line))
+        assert.is_not_nil(not_a_failure(nil, "a\nb"))
+        assert.is_not_nil(not_a_failure(true))
+        assert.is_not_nil(not_a_failure(nil, nil))
+    end)
+end)
