@@ -21,6 +21,7 @@ pub mod shard;
 pub mod subnormal;
 pub mod synth;
 pub mod tensor;
+pub mod verify;
 pub mod table;
 pub mod table_file;
 #[cfg(test)]

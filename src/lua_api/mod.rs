@@ -23,6 +23,7 @@ mod recorder;
 mod shaders;
 mod tensor;
 mod testing;
+mod verify;
 
 use mlua::{Function, Lua, Table as LuaTable};
 
@@ -31,7 +32,7 @@ use self::boundary::{registry_key, Methods};
 /// The userdata types that have methods: the name their methods are kept
 /// under, and what makes them.
 type MethodsOf = fn(&Lua) -> mlua::Result<Methods>;
-const TYPES: [(&str, MethodsOf); 10] = [
+const TYPES: [(&str, MethodsOf); 11] = [
     ("Context", context::methods),
     ("LuaBuffer", buffer::methods),
     ("LuaPipeline", pipeline::methods),
@@ -42,6 +43,7 @@ const TYPES: [(&str, MethodsOf); 10] = [
     ("CheckpointHandle", checkpoint::methods),
     ("LockHandle", files::lock_methods),
     ("OutputHandle", files::output_methods),
+    ("VerifierHandle", verify::methods),
 ];
 
 const TYPE_NAMES: [&str; TYPES.len()] = {
