@@ -9,8 +9,9 @@ use crate::contract::synth;
 
 const LENGTH: usize = 5;
 
-fn tmp(name: &str) -> PathBuf {
-    crate::contract::test_support::tmp("verify", name)
+/// A new empty folder for `test`.
+fn tmp(test: &str) -> PathBuf {
+    crate::contract::test_support::tmp("verify", test)
 }
 
 fn table() -> Arc<Table> {
@@ -18,10 +19,10 @@ fn table() -> Arc<Table> {
 }
 
 /// The cache of `starts` on `t` in `form`, its rows the mirror's, `edit`ed first.
-fn cache(name: &str, t: &Table, starts: &[u32], form: Form, edit: impl Fn(&mut Vec<u32>)) -> String {
+fn cache(path: PathBuf, t: &Table, starts: &[u32], form: Form, edit: impl Fn(&mut Vec<u32>)) -> String {
     let mut rows = mirror::run(t, starts, LENGTH).unwrap();
     edit(&mut rows);
-    let path = tmp(name).display().to_string();
+    let path = path.display().to_string();
     let header = CacheHeader::new("fp32", t.n, t.dim, LENGTH, &t.sha256, starts);
     let mut w = CacheWriter::create(&path, &PartHeader { header, shard: None }, form, starts).unwrap();
     w.append(&rows).unwrap();
@@ -37,14 +38,14 @@ fn check(path: &str, t: &Arc<Table>, selection: Selection) -> Result<Verifier> {
 
 #[test]
 fn both_forms_agree_and_a_changed_item_is_named() {
-    let t = table();
+    let (t, d) = (table(), tmp("agree"));
     let starts: Vec<u32> = (0..24).rev().collect();
     for form in [Form::Json, Form::Binary] {
-        let good = cache(&format!("good.{}", form.name()), &t, &starts, form, |_| {});
+        let good = cache(d.join(&format!("good.{}", form.name())), &t, &starts, form, |_| {});
         let v = check(&good, &t, Selection::All).unwrap();
         assert_eq!((v.done, v.count, v.difference.clone(), v.other_table.clone()), (24, 24, None, None));
         // Twin: position 9's third item changed (to another item: rows stay valid).
-        let bad = cache(&format!("bad.{}", form.name()), &t, &starts, form, |rows| {
+        let bad = cache(d.join(&format!("bad.{}", form.name())), &t, &starts, form, |rows| {
             let i = 9 * LENGTH + 2;
             rows[i] = rows[i + 1];
         });
@@ -58,10 +59,10 @@ fn both_forms_agree_and_a_changed_item_is_named() {
 
 #[test]
 fn a_sample_checks_the_seeded_positions_in_both_forms() {
-    let t = table();
+    let (t, d) = (table(), tmp("sample"));
     let starts: Vec<u32> = (0..24).collect();
     for form in [Form::Json, Form::Binary] {
-        let path = cache(&format!("sample.{}", form.name()), &t, &starts, form, |_| {});
+        let path = cache(d.join(&format!("sample.{}", form.name())), &t, &starts, form, |_| {});
         let v = check(&path, &t, Selection::Sample { k: 5, seed: 7 }).unwrap();
         assert_eq!(v.positions.as_deref(), Some(&sample_positions(24, 5, 7)[..]));
         assert_eq!((v.done, v.total, v.difference), (5, 5, None));
@@ -69,7 +70,7 @@ fn a_sample_checks_the_seeded_positions_in_both_forms() {
         let picked = sample_positions(24, 5, 7);
         let unpicked = (0..24).find(|p| !picked.contains(p)).unwrap();
         for (p, found) in [(picked[2], true), (unpicked, false)] {
-            let bad = cache(&format!("sample-bad.{}", form.name()), &t, &starts, form, |rows| {
+            let bad = cache(d.join(&format!("sample-bad-{p}.{}", form.name())), &t, &starts, form, |rows| {
                 rows[p * LENGTH + 1] = rows[p * LENGTH + 2];
             });
             let v = check(&bad, &t, Selection::Sample { k: 5, seed: 7 }).unwrap();
@@ -80,9 +81,9 @@ fn a_sample_checks_the_seeded_positions_in_both_forms() {
 
 #[test]
 fn another_table_is_a_mismatch_and_a_truncated_cache_an_error() {
-    let t = table();
+    let (t, d) = (table(), tmp("other"));
     let starts: Vec<u32> = (0..8).collect();
-    let path = cache("other.bin", &t, &starts, Form::Binary, |_| {});
+    let path = cache(d.join("other.bin"), &t, &starts, Form::Binary, |_| {});
     let other = Arc::new(synth::clustered(24, 4, 3, 12, 0.1).unwrap());
     let v = check(&path, &other, Selection::All).unwrap();
     assert!(v.other_table.as_deref().is_some_and(|m| m.contains("made from another table")), "{:?}", v.other_table);
