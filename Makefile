@@ -63,6 +63,7 @@ test: build build/fault/divgpu.so
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
 	DIVGPU_VALIDATION=1 tests/safe_write_test.sh
 	DIVGPU_VALIDATION=1 tests/binary_cache_test.sh
+	tests/cache_memory_test.sh
 	DIVGPU_VALIDATION=1 tests/soak_test.sh
 	DIVGPU_VALIDATION=1 tests/install_test.sh
 	tests/viewer_test.sh
