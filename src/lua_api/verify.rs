@@ -6,7 +6,8 @@
 //! `total` (to check), `done`, `positions` (a sample's, 0-based, ascending),
 //! `other_table` (the line saying the cache was made from another table:
 //! nothing is checked), `difference` ({ position, start, step, cache,
-//! mirror }, 0-based), `contract`, `length`, `form`.
+//! mirror }, 0-based), `contract`, `length`, `form`; the three that may
+//! hold nothing are `false` then.
 
 use std::sync::Mutex;
 
@@ -54,8 +55,17 @@ impl VerifierHandle {
     }
 }
 
+/// A field that may hold nothing is `false` then (a field is never nil: nil
+/// reads as a missing field).
+fn or_false<T: mlua::IntoLua>(lua: &Lua, value: Option<T>) -> mlua::Result<Value> {
+    match value {
+        Some(v) => v.into_lua(lua),
+        None => Ok(Value::Boolean(false)),
+    }
+}
+
 fn difference(lua: &Lua, v: &Verifier) -> mlua::Result<Value> {
-    let Some(d) = &v.difference else { return Ok(Value::Nil) };
+    let Some(d) = &v.difference else { return Ok(Value::Boolean(false)) };
     let t = lua.create_table()?;
     t.set("position", d.position)?;
     t.set("start", d.start)?;
@@ -73,10 +83,13 @@ impl UserData for VerifierHandle {
         f.add_field_method_get("contract", |_, this| Ok(this.with(|v| Ok(v.header().contract.clone()))?));
         f.add_field_method_get("length", |_, this| Ok(this.with(|v| Ok(v.header().length))?));
         f.add_field_method_get("form", |_, this| Ok(this.with(|v| Ok(v.form().name()))?));
-        f.add_field_method_get("other_table", |_, this| Ok(this.with(|v| Ok(v.other_table.clone()))?));
-        f.add_field_method_get("positions", |_, this| {
+        f.add_field_method_get("other_table", |lua, this| {
+            let line = this.with(|v| Ok(v.other_table.clone()))?;
+            or_false(lua, line)
+        });
+        f.add_field_method_get("positions", |lua, this| {
             let positions = this.with(|v| Ok(v.positions.clone()))?;
-            Ok(positions.map(|p| HostArray::U32(p.into_iter().map(|x| x as u32).collect())))
+            or_false(lua, positions.map(|p| HostArray::U32(p.into_iter().map(|x| x as u32).collect())))
         });
         f.add_field_method_get("difference", |lua, this| {
             let v = this.0.lock().map_err(|_| Error::Usage("verifier: poisoned".into()))?;
