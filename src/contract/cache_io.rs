@@ -1,4 +1,4 @@
-//! Both forms of the cache, streamed (issue 16): `CacheReader` opens either
+//! Both forms of the cache, streamed (docs/formats.md#binary-cache): `CacheReader` opens either
 //! (JSON version 1 or 2, binary) and gives its sequences one at a time or in
 //! bounded batches, `CacheWriter` writes either through the one safe write
 //! path, `convert` turns one into the other, byte-identical to a run that
