@@ -29,14 +29,14 @@ end
 
 --- The line verify prints when every sequence checked agrees.
 local function agreement(a, v)
-    local what = string_format("%d of %d sequences", v.done, v.count)
+    local how = v.form .. " form"
     if v.positions then
         local positions = {}
         for i = 1, #v.positions do positions[i] = string_format("%d", v.positions[i]) end
-        what = string_format("%s (the sample of seed %s: positions %s)", what, a.seed or "1", table.concat(positions, ", "))
+        how = string_format("%s; the sample of seed %s: positions %s", how, a.seed or "1", table.concat(positions, ", "))
     end
-    return string_format("%s: %s (length %d, contract %s, %s form) match the CPU mirror\n",
-        a.cache, what, v.length, v.contract, v.form)
+    return string_format("%s: %d of %d sequences (length %d, contract %s) match the CPU mirror (%s)\n",
+        a.cache, v.done, v.count, v.length, v.contract, how)
 end
 
 --- verify's work: its exit status; unreadable input is thrown as a failure.
