@@ -36,12 +36,22 @@ expect_ok "verify confirms full orderings" $divgpu verify --embeddings "$tmp/e.j
 expect_ok "run --method direct" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/direct.json" --starts 0:40 --length 60 --method direct --quiet
 expect_ok "run --method gram" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/gram.json" --starts 0:40 --length 60 --method gram --quiet
 cmp -s "$tmp/direct.json" "$tmp/gram.json" && ok "gram and direct caches are byte-identical" || not_ok "gram and direct caches are byte-identical"
-expect_ok "run --method auto reports its choice" $divgpu run --embeddings "$tmp/e.json" --out "$tmp/auto.json" --starts 0:4 --length 10
-grep -q "^divgpu: method gram (auto: G (300 x 300 f32" "$tmp/stderr" && grep -q "^divgpu: gram: G built in" "$tmp/stderr" \
-    && ok "auto picks gram and the summary counts windows" || not_ok "auto picks gram and the summary counts windows" "$(cat "$tmp/stderr")"
+# Auto by cost: on 64 dimensions a long job repays G's build, a job of one step does not.
+$divgpu synth --n 300 --dim 64 --clusters 5 --seed 4 --out "$tmp/e64.json" >/dev/null
+expect_ok "run --method auto reports its choice" $divgpu run --embeddings "$tmp/e64.json" --out "$tmp/auto.json" --starts 0:40 --length 300
+grep -q "^divgpu: method gram (auto: estimated gram .*, direct gemm .*, direct baseline .* (rates from " "$tmp/stderr" \
+    && grep -q "^divgpu: gram: G built in" "$tmp/stderr" \
+    && ok "auto picks gram for a long job by its estimates, and the summary counts windows" \
+    || not_ok "auto picks gram for a long job by its estimates, and the summary counts windows" "$(cat "$tmp/stderr")"
+expect_ok "run --method auto, one step" $divgpu run --embeddings "$tmp/e64.json" --out "$tmp/auto1.json" --starts 0:1 --length 2
+grep -q "^divgpu: method direct, shape gemm (auto: estimated gram " "$tmp/stderr" \
+    && ok "twin: auto picks the GEMM shape for a job that cannot repay G" \
+    || not_ok "twin: auto picks the GEMM shape for a job that cannot repay G" "$(cat "$tmp/stderr")"
+$divgpu verify --embeddings "$tmp/e64.json" --cache "$tmp/auto1.json" >/dev/null 2>&1 \
+    && ok "the GEMM shape's cache verifies against the mirror" || not_ok "the GEMM shape's cache verifies against the mirror"
 $divgpu synth --n 1000 --dim 8 --seed 5 --out "$tmp/e1000.json" >/dev/null
 expect_ok "auto with a small memory budget" $divgpu run --embeddings "$tmp/e1000.json" --out "$tmp/auto.json" --starts 0:4 --length 10 --memory-budget 1
-grep -q "^divgpu: method direct (auto: G (1000 x 1000 f32) and the state of 4 sequences need .* more than 90% of the 1.0 MiB of device memory given as the budget)" "$tmp/stderr" \
+grep -q "^divgpu: method direct, shape gemm (auto: estimated direct gemm .*; no gram: G (1000 x 1000 f32) and the state of 4 sequences need .* more than 90% of the 1.0 MiB of device memory given as the budget)" "$tmp/stderr" \
     && ok "auto picks direct when memory is short, and says why" || not_ok "auto picks direct when memory is short, and says why" "$(cat "$tmp/stderr")"
 expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contract with its own kernel; --shape tiled applies to --method direct only" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method gram --shape tiled
@@ -183,7 +193,7 @@ expect_fail "bench configuration k0" "configuration 'baseline:k0': in flight k '
 expect_fail "bench configuration of an unknown shape" "configuration 'wide': shape 'wide' is not one of" $divgpu bench baseline wide --synth 200,16
 
 # An option that does not apply to the chosen method or shape is refused, saying so.
-expect_fail "--tile-size with shape baseline" "--tile-size applies to --shape tile-dispatch and tiled only, not to --shape baseline" \
+expect_fail "--tile-size with shape auto" "--tile-size applies to --shape tile-dispatch and tiled only, not to --shape auto" \
     "${run_keep[@]}" --tile-size 64
 expect_fail "--tile-size with method gram" "--tile-size applies to the direct method's tiled shapes, not to --method gram" \
     "${run_keep[@]}" --method gram --tile-size 64
@@ -205,9 +215,9 @@ expect_ok "twin: --tile-size with shape tiled runs" "${run_keep[@]/keep.json/til
 # 41 > 65,535 loop iterations on lavapipe) reaches the user without a Lua file and line.
 $divgpu synth --n 2000 --dim 40 --seed 2 --out "$tmp/big.json" >/dev/null
 expect_fail "the loop-cap refusal carries no Lua file:line" "stops shader loops after" \
-    "${run_keep[@]/e.json/big.json}" --method direct --workgroup-size 1 --starts 0:1 --length 3 --quiet
+    "${run_keep[@]/e.json/big.json}" --method direct --shape baseline --workgroup-size 1 --starts 0:1 --length 3 --quiet
 # Twin: the raw error (DIVGPU_DEBUG keeps it, with a traceback) does carry one.
-err=$(DIVGPU_DEBUG=1 "${run_keep[@]/e.json/big.json}" --method direct --workgroup-size 1 --starts 0:1 --length 3 --quiet 2>&1 >/dev/null)
+err=$(DIVGPU_DEBUG=1 "${run_keep[@]/e.json/big.json}" --method direct --shape baseline --workgroup-size 1 --starts 0:1 --length 3 --quiet 2>&1 >/dev/null)
 [[ $err == *"stops shader loops after"*".lua:"* ]] && ok "twin: the raw library error names a Lua file:line" \
     || not_ok "twin: the raw library error names a Lua file:line" "$err"
 

@@ -47,15 +47,17 @@ local POLL_SECONDS = 0.0002  -- 0.2 ms between polls of several devices: a few p
 function _M.choose_method(ctx, e, opts, sequences)
     if opts.job then return opts.job.method or "direct", "a job made by the caller" end
     return methods.choose(ctx, e, { method = opts.method, shape = opts.shape, precision = opts.precision,
-                                    spirv = opts.spirv, shader_name = opts.shader_name,
+                                    spirv = opts.spirv, shader_name = opts.shader_name, length = opts.length,
                                     memory_budget = opts.memory_budget, sequences = sequences })
 end
 
---- One device's job, made by its method from the run's options it takes.
-local function make_job(ctx, e, opts, method)
+--- One device's job, made by its method from the run's options it takes
+--- (the direct method's shape as chosen where the run left it open).
+local function make_job(ctx, e, opts, method, shape)
     local m = methods.get(method)
     local job_opts = {}
     for from, to in pairs(m.options) do job_opts[to] = opts[from] end
+    if shape then job_opts.shape = shape end
     return need(m.job(ctx, e, job_opts))
 end
 
@@ -134,11 +136,11 @@ local function make_jobs(opts, contexts, e, total)
     for d, ctx in ipairs(contexts) do
         if d > max(total, 1) then break end
         local given = opts.jobs and opts.jobs[d] or opts.job
-        local method, reason = _M.choose_method(ctx, e, given and { job = given } or opts,
-                                                ceil(total / min(#contexts, max(total, 1))))
+        local method, reason, shape = _M.choose_method(ctx, e, given and { job = given } or opts,
+                                                       ceil(total / min(#contexts, max(total, 1))))
         jobs[d], reasons[d] = given, reason
         if not given then
-            makers[d] = coroutine.create(function() return make_job(ctx, e, opts, method) end)
+            makers[d] = coroutine.create(function() return make_job(ctx, e, opts, method, shape) end)
             count = count + 1
         end
     end
@@ -236,6 +238,7 @@ local function initial_stats(lanes, reasons, jobs_seconds, batches, batch_size)
     local first = lanes[1].job
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size, sequences = 0,
                     workgroup_size = first.workgroup_size, chunk_sizes = {}, method = first.method or "direct",
+                    shape = first.shape,  -- the direct method's (nil for the others)
                     method_reason = reasons[1], underflow = first.underflow_note, devices = {},
                     -- Where the wall time went on the CPU's side: making the jobs
                     -- (tables uploaded, G built), making batches, blocked waiting.

@@ -58,37 +58,92 @@ end
 --- the fp32 contract), which every method can compute.
 function _M.request(shape, precision)
     local direct = require "divgpu.methods.direct"
-    local plain = (shape == nil or shape == direct.default_shape()) and (precision == nil or precision == "fp32")
-    return { shape = shape, precision = precision, plain = plain }
+    local open = shape == nil or shape == _M.AUTO_SHAPE
+    local plain = (open or shape == direct.default_shape()) and (precision == nil or precision == "fp32")
+    return { shape = not open and shape or nil, precision = precision, plain = plain, shape_open = open }
 end
 
---- The method a run uses, and why. opts.method names one ("direct", "gram",
---- ...), or is "auto" (the default): the method of highest preference that
---- serves the request (opts.shape, opts.precision; a compiled shader, opts.spirv,
---- is the direct method's) and fits the device (opts.sequences, opts.memory_budget).
---- An unknown method raises.
+-- The shape that leaves the direct method's shape to the cost model.
+_M.AUTO_SHAPE = "auto"
+
+local function seconds_text(s)
+    if s < 1e-3 then return string_format("%.2g ms", s * 1e3) end
+    if s < 10 then return string_format("%.3g s", s) end
+    return string_format("%.0f s", s)
+end
+
+--- Auto by cost (divgpu.cost, the device's rates from divgpu.rates): the
+--- cheapest of gram (where it fits) and the direct method's gemm and
+--- baseline shapes, for a job of `length` steps. The tensor filter is left
+--- to --method tensor until its products' rate is measured on a device that
+--- runs them. Returns the method, its shape (direct's) and why.
+local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram)
+    local cost, rates = require "divgpu.cost", require("divgpu.rates").of(ctx)
+    local choice = cost.choose({ n = e.n, dim = e.dim, sequences = opts.sequences or 1, length = opts.length },
+        { rates = rates, memory = math.huge, gram_ok = gram_fits, why_not = gram_why, tensor_ok = false,
+          name = ctx.info.name })
+    local parts = {}
+    for _, k in ipairs{ "gram", "gemm", "baseline" } do
+        local s = choice.estimates[k]
+        if s then parts[#parts + 1] = (k == "gram" and "gram " or "direct " .. k .. " ") .. seconds_text(s) end
+    end
+    local why = string_format("estimated %s (rates from %s)", concat(parts, ", "), rates.source or "a table")
+    if weigh_gram and not gram_fits then why = why .. "; no gram: " .. tostring(gram_why) end
+    return choice.method, choice.shape, why
+end
+
+--- The direct method's shape for a request that leaves it open: by cost
+--- where the job's length is known, else the reference.
+function _M.direct_shape(ctx, e, opts)
+    local direct = require "divgpu.methods.direct"
+    if not opts.length then return direct.default_shape(), "the reference shape" end
+    local _, shape, why = cheapest(ctx, e, opts, false, nil, false)
+    return shape, why
+end
+
+--- The method a run uses, why, and the direct method's shape where the
+--- request left it open ("auto" or none). opts.method names one ("direct",
+--- "gram", ...), or is "auto" (the default): the cheapest by cost of the
+--- methods that serve the request (opts.shape, opts.precision; a compiled
+--- shader, opts.spirv, is the direct method's) and fit the device
+--- (opts.sequences, opts.memory_budget) where the job's opts.length is given
+--- and the request is plain; else the one of highest preference. An unknown
+--- method raises.
 function _M.choose(ctx, e, opts)
     local method = opts.method or "auto"
+    local request = _M.request(opts.shape, opts.precision)
     if method ~= "auto" then
         _M.get(method, 2)
+        if method == "direct" and request.shape_open then
+            local shape, why = _M.direct_shape(ctx, e, opts)
+            return method, "asked for; shape " .. shape .. ": " .. why, shape
+        end
         return method, "asked for"
     end
     if opts.spirv or opts.shader_name then return "direct", "a direct-method shader was given" end
-    local request = _M.request(opts.shape, opts.precision)
     local candidates = {}
     for _, name in ipairs(_M.names()) do candidates[#candidates + 1] = _M.get(name) end
     sort(candidates, function(a, b) return a.preference > b.preference end)
-    -- Why each method of higher preference was passed over: the reason given.
-    local reasons = {}
+    -- The first that serves and fits, with why the ones before it were
+    -- passed over; and which fit at all (what the cost model may weigh).
+    local first, first_why, fits, passed_over = nil, nil, {}, {}
     for _, m in ipairs(candidates) do
         local ok, why = m.serves(request)
+        if ok then ok, why = m.fits(ctx, e, { sequences = opts.sequences, memory_budget = opts.memory_budget }) end
         if ok then
-            ok, why = m.fits(ctx, e, { sequences = opts.sequences, memory_budget = opts.memory_budget })
-            if ok then return m.name, #reasons > 0 and concat(reasons, "; ") or why end
+            fits[m.name] = true
+            if not first then first, first_why = m.name, #passed_over > 0 and concat(passed_over, "; ") or why end
+        else
+            passed_over[#passed_over + 1], passed_over[m.name] = why, why
         end
-        reasons[#reasons + 1] = why
     end
-    error("no method runs this request: " .. concat(reasons, "; "), 2)
+    if not first then error("no method runs this request: " .. concat(passed_over, "; "), 2) end
+    if opts.length and request.plain and request.shape_open and fits.direct then
+        local chosen, shape, why = cheapest(ctx, e, opts, fits.gram == true, passed_over.gram, true)
+        return chosen, why, shape
+    end
+    local direct = require "divgpu.methods.direct"
+    return first, first_why, first == "direct" and request.shape_open and direct.default_shape() or nil
 end
 
 return _M

@@ -200,7 +200,9 @@ local function prepare(a, ctx, e, count)
                                                       c.tile and tostring(c.tile) or "auto", a.l2_bytes)
         c.contract = c.precision == "fp16" and "fp16" or "fp32"
         local asked, why = c.method, nil
-        c.method, why = run_command.choose_method(ctx, c.table, { method = asked }, c.shape, c.precision, count)
+        local shape
+        c.method, why, shape = run_command.choose_method(ctx, c.table, { method = asked }, c.shape, c.precision, count)
+        if shape then c.shape = shape end
         if asked == "auto" then
             c.name = c.name .. " (" .. c.method .. ")"
             io_stderr:write("divgpu: ", text, ": ", why, "\n")

@@ -263,7 +263,8 @@ local function check_method_options(a)
     local plain = methods.request(a.shape, a.precision).plain
     if a.method ~= "auto" and a.method ~= "direct" and not plain then
         fail("--method %s runs the fp32 contract with its own kernel; %s applies to --method direct only", a.method,
-            a.shape ~= direct.default_shape() and "--shape " .. a.shape or "--precision " .. a.precision)
+            (a.shape ~= methods.AUTO_SHAPE and a.shape ~= direct.default_shape()) and "--shape " .. a.shape
+            or "--precision " .. a.precision)
     end
     if a.memory_budget then
         if a.method ~= "auto" then
@@ -291,11 +292,24 @@ end
 _M.FORMATS = { "json", "binary" }
 local DEFAULT_OUT = { json = "diversity_cache.json", binary = "diversity_cache.bin" }
 
+--- run's --shape values: auto (the cost model's choice between the shapes
+--- it weighs, the default), then every direct shape.
+local function run_shapes()
+    local list = { methods.AUTO_SHAPE }
+    for _, s in ipairs(_M.shapes()) do list[#list + 1] = s end
+    return list
+end
+
+--- A --shape value as a shape whose axes can be read: auto's are the reference's.
+local function concrete_shape(shape)
+    return shape == methods.AUTO_SHAPE and direct.default_shape() or shape
+end
+
 local function validate_run(a)
     _M.check_choice(a.format, _M.FORMATS, "--format")
     a.out = a.out or DEFAULT_OUT[a.format]
-    _M.check_choice(a.shape, _M.shapes(), "--shape")
-    _M.check_choice(a.precision, direct.axis_values(a.shape, "precision"), "--precision")
+    _M.check_choice(a.shape, run_shapes(), "--shape")
+    _M.check_choice(a.precision, direct.axis_values(concrete_shape(a.shape), "precision"), "--precision")
     _M.check_choice(a.method, _M.method_names(), "--method")
     if a.layout then _M.check_choice(a.layout, layouts(), "--layout") end
     _M.positive_integer(a.in_flight, "--in-flight", 64)
@@ -406,12 +420,14 @@ local function run_command(p)
         .. "contexts on it). Default: a discrete GPU.")
     run:option("--target-ms", "GPU time each submission aims at, in milliseconds (90: a tenfold rise in cost "
         .. "still keeps the two chunks in flight under a second).", "90")
-    run:option("--method", "auto (gram where G and the state fit the device's memory, else direct), "
-        .. "direct (every candidate's exact chain every step) or gram (the certified Gram filter, "
-        .. "docs/contract.md#gram); one of " .. concat(_M.method_names(), ", ") .. ".", "auto")
+    run:option("--method", "auto (the cheapest of gram, where G and the state fit the device's memory, and "
+        .. "direct by estimates from the device's rates; the run prints them), direct (every candidate's exact "
+        .. "chain every step), gram (the certified Gram filter, docs/contract.md#gram) or tensor (the certified "
+        .. "tensor filter, docs/contract.md#tensor); one of " .. concat(_M.method_names(), ", ") .. ".", "auto")
     run:option("--memory-budget", "Device memory in MiB that --method auto may plan for. Default: the device's.")
-    run:option("--shape", "Shape of the direct method's work: " .. concat(_M.shapes(), ", ")
-        .. " (docs/contract.md#shapes).", direct.default_shape())
+    run:option("--shape", "Shape of the direct method's work: auto (the cheapest of gemm and "
+        .. direct.default_shape() .. " by the cost model, for the plain fp32 job; else " .. direct.default_shape()
+        .. "), or one of " .. concat(_M.shapes(), ", ") .. " (docs/contract.md#shapes).", methods.AUTO_SHAPE)
     run:option("--in-flight", "Submissions kept in flight (the CPU records the next while the GPU runs one).", "2")
     run:option("--precision", "fp32 (the contract), fp16 (reads embeddings_fp16.bin; own contract) "
         .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")

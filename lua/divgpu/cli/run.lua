@@ -69,16 +69,21 @@ end
 
 --- The method a run uses, and a line saying why; a method asked for that
 --- cannot run here is refused.
-function _M.choose_method(ctx, e, a, shape, precision, sequences)
+--- The method a run uses, a line saying why, and the direct method's shape
+--- where --shape auto left it to the cost model (`length`: the job's steps,
+--- which the cost model weighs); a method asked for that cannot run here is
+--- refused.
+function _M.choose_method(ctx, e, a, shape, precision, sequences, length)
     local method = options.check_choice(a.method, options.method_names(), "--method")
     local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
-    local chosen, why = driver.choose_method(ctx, e, { method = method, shape = shape, precision = precision,
-                                                       memory_budget = budget }, sequences)
+    local chosen, why, chosen_shape = driver.choose_method(ctx, e, { method = method, shape = shape, precision = precision,
+                                                                     memory_budget = budget, length = length }, sequences)
     if method ~= "auto" then
         local ok, reason = methods.get(method).fits(ctx, e, { sequences = sequences, memory_budget = math.huge })
         if not ok then fail("--method %s: %s", method, reason) end
     end
-    return chosen, string_format("method %s (%s: %s)", chosen, method, why)
+    local named = chosen_shape and shape == methods.AUTO_SHAPE and (chosen .. ", shape " .. chosen_shape) or chosen
+    return chosen, string_format("method %s (%s: %s)", named, method, why), chosen_shape
 end
 
 --- Every device runs the method chosen on the first (the bytes would be the
@@ -128,7 +133,9 @@ local function plan_rest(a, e, starts, cp, r)
     for i = 1, #r.starts do r.starts[i] = starts[r.resumed + i] end
     r.contexts = _M.open_devices(a.device)
     local ctx = r.contexts[1]
-    r.method, r.method_note = _M.choose_method(ctx, e, a, r.shape, r.precision, #r.starts)
+    local shape
+    r.method, r.method_note, shape = _M.choose_method(ctx, e, a, r.shape, r.precision, #r.starts, r.length)
+    if shape then r.shape = shape end
     check_other_devices(a, e, r.contexts, r.method, #r.starts)
     -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct
     -- scan wants coalesced columns, the Gram rescoring one row per thread.

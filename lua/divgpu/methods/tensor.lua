@@ -27,9 +27,9 @@ local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
 local error, pairs, ipairs, setmetatable, string_format, type =
     error, pairs, ipairs, setmetatable, string.format, type
 
--- Below gram: auto weighs the two by their estimated seconds (divgpu.cost),
--- and where no estimate decides, G's exact rows beat int8 slices.
-local _M = { name = "tensor", preference = 0.5 }
+-- Below direct: auto does not pick it (methods.choose) until its products' rate
+-- is measured on a device that runs them; --method tensor asks for it.
+local _M = { name = "tensor", preference = -1 }
 
 -- The run's options (driver.run) its job takes: { run option = job option }.
 _M.options = { workgroup_size = "workgroup_size", window_capacity = "window_capacity",
