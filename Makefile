@@ -17,7 +17,7 @@ CACHE ?= diversity_cache.json
 # libraries, the Vulkan loader, Mesa's CPU Vulkan driver (lavapipe) and
 # validation layer, and what shaderc's from-source build needs.
 APT_PACKAGES := luajit lua-argparse lua-busted lua-dkjson libvulkan1 mesa-vulkan-drivers \
-	vulkan-validationlayers cmake ninja-build g++ python3 pkg-config git fonts-dejavu-core
+	vulkan-validationlayers cmake ninja-build g++ python3 python3-numpy pkg-config git fonts-dejavu-core
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -68,6 +68,9 @@ test: deps build build/fault/divgpu.so
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
 	DIVGPU_VALIDATION=1 tests/habits_test.sh
 	DIVGPU_VALIDATION=1 tests/safe_write_test.sh
+	DIVGPU_VALIDATION=1 tests/binary_cache_test.sh
+	tests/cache_memory_test.sh
+	DIVGPU_VALIDATION=1 tests/numpy_reader_test.sh
 	DIVGPU_VALIDATION=1 tests/soak_test.sh
 	DIVGPU_VALIDATION=1 tests/install_test.sh
 	tests/viewer_test.sh

@@ -3,7 +3,8 @@
 # repository's own files, made by bin/divgpu as a user would: the first rows
 # of the shipped embeddings (and the rest of its fields), a synthetic table,
 # their caches (divgpu run), their fp16 files (divgpu convert-fp16), their
-# .npy forms (table:write) and the files numpy wrote in tests/data/npy.
+# .npy forms (table:write), the files numpy wrote in tests/data/npy, and the
+# binary form of caches (a Rust test, below).
 # `make fuzz-seeds` runs it; `cargo fuzz cmin` then folds the seeds into the
 # kept corpus fuzz/corpus/<target>/.
 set -euo pipefail
@@ -61,6 +62,11 @@ done
 for f in tests/data/npy/*.npy; do
     { printf '\0'; cat "$f"; } >"$out/npy/numpy-$(basename "$f" .npy).bin"
 done
+# The binary target's seeds: the binary form of every cache of the kept cache
+# corpus that reads, and a few caches made in Rust (a repeated start, no
+# sequence, a part, fp16, sequences of one item, the longest version).
+cargo test --release --locked --no-default-features --features gpu,plot --lib \
+    contract::fuzz::tests::write_binary_seeds -- --ignored --exact >/dev/null
 # The bare-array shape of docs/formats.md#embeddings-table, and numeric ids.
 printf '[[1, 0.5], [-2e-3, 4]]\n' >"$out/embeddings_json/bare.json"
 printf '{"ids": [7, "b"], "titles": ["x", "y"], "embeddings": [[1e-40, 2], [3, 4]]}\n' >"$out/embeddings_json/ids.json"

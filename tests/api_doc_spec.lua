@@ -280,6 +280,8 @@ describe("docs/api.md", function()
             LockHandle = divgpu.files.lock(dir .. "/locked.json"),
             OutputHandle = divgpu.files.output(dir .. "/written.txt"),
         }
+        assert(divgpu.files.write_cache(dir .. "/v.json", { table = emb, length = 2, sequences = divgpu.mirror(emb, starts, 2) }))
+        objects.VerifierHandle = assert(divgpu.files.verifier(dir .. "/v.json", emb, { sample = 1, seed = 1 }))
         local missing = {}
         for native, members in pairs(userdata_members()) do
             local object = objects[native]

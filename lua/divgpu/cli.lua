@@ -25,6 +25,7 @@ local COMMANDS = {
     run = function(a) return require("divgpu.cli.run").command(a) end,
     bench = function(a) return bench().command(a) end,
     verify = function(a) return commands().verify(a) end,
+    convert = function(a) return commands().convert(a) end,
     synth = function(a) return commands().synth(a) end,
     info = function(a) return commands().info(a) end,
     merge = function(a) return commands().merge(a) end,

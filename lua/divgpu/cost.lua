@@ -8,7 +8,8 @@
 --   local choice = cost.choose({ n =, dim =, sequences =, length = }, device)
 --   choice.method ("gram" | "tensor" | "direct"), choice.shape (direct's), choice.why, choice.estimates
 --
--- device: { rates = { f32_chain = FMA/s of the contract's chain, f64_fma = FMA/s,
+-- device: { shapes = the direct shapes to weigh (default gemm and baseline),
+--           rates = { f32_chain = FMA/s of the contract's chain, f64_fma = FMA/s,
 --           copy = bytes/s, dispatch = seconds a dispatch costs, int8_mac = int8
 --           multiply-adds/s (where known) }, memory = bytes the job may use,
 --           gram_ok = true | false, why_not = "..." (when not), tensor_ok = true
@@ -72,10 +73,11 @@ end
 --- Gram only where the device can run it and G and a batch's state fit 90% of its memory.
 function _M.choose(job, device)
     local rates = device.rates
-    local estimates = {
-        gemm = _M.direct_seconds(job, rates, "gemm"),
-        baseline = _M.direct_seconds(job, rates, "baseline"),
-    }
+    local estimates, best, best_s = {}, nil, huge
+    for _, shape in ipairs(device.shapes or { "gemm", "baseline" }) do
+        estimates[shape] = _M.direct_seconds(job, rates, shape)
+        if estimates[shape] < best_s then best, best_s = shape, estimates[shape] end
+    end
     local batch = min(job.sequences, 64)
     local gram_why
     if not device.gram_ok then
@@ -87,8 +89,6 @@ function _M.choose(job, device)
         estimates.gram = _M.gram_seconds(job, rates)
     end
     if device.tensor_ok and rates.int8_mac then estimates.tensor = _M.tensor_seconds(job, rates) end
-    local best, best_s = "gemm", estimates.gemm
-    if estimates.baseline < best_s then best, best_s = "baseline", estimates.baseline end
     if estimates.gram and estimates.gram < best_s then best, best_s = "gram", estimates.gram end
     if estimates.tensor and estimates.tensor < best_s then best, best_s = "tensor", estimates.tensor end
     local parts = {}

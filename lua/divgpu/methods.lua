@@ -53,13 +53,15 @@ function _M.get(name, level)
     error(string_format("unknown method '%s' (auto, %s)", tostring(name), concat(_M.names(), ", ")), (level or 1) + 1)
 end
 
---- The request a run makes of a method: its shape and precision, and
---- whether it is plain (nothing but the direct method's reference shape in
---- the fp32 contract), which every method can compute.
+--- The request a run makes of a method: its shape and precision, whether
+--- it is plain (nothing but the direct method's reference shape, or "auto",
+--- in the fp32 contract), which every method can compute, and whether it
+--- leaves the direct method's shape to the cost model (shape "auto"; no
+--- shape is the reference, as it always was).
 function _M.request(shape, precision)
     local direct = require "divgpu.methods.direct"
-    local open = shape == nil or shape == _M.AUTO_SHAPE
-    local plain = (open or shape == direct.default_shape()) and (precision == nil or precision == "fp32")
+    local open = shape == _M.AUTO_SHAPE
+    local plain = (shape == nil or open or shape == direct.default_shape()) and (precision == nil or precision == "fp32")
     return { shape = not open and shape or nil, precision = precision, plain = plain, shape_open = open }
 end
 
@@ -73,15 +75,15 @@ local function seconds_text(s)
 end
 
 --- Auto by cost (divgpu.cost, the device's rates from divgpu.rates): the
---- cheapest of gram (where it fits) and the direct method's gemm and
---- baseline shapes, for a job of `length` steps. The tensor filter is left
---- to --method tensor until its products' rate is measured on a device that
---- runs them. Returns the method, its shape (direct's) and why.
-local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram)
+--- cheapest of gram (where it fits) and the direct method in `shapes`, for
+--- a job of `length` steps. The tensor filter is left to --method tensor
+--- until its products' rate is measured on a device that runs them.
+--- Returns the method, its shape (direct's) and why.
+local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram, shapes)
     local cost, rates = require "divgpu.cost", require("divgpu.rates").of(ctx)
     local choice = cost.choose({ n = e.n, dim = e.dim, sequences = opts.sequences or 1, length = opts.length },
         { rates = rates, memory = math.huge, gram_ok = gram_fits, why_not = gram_why, tensor_ok = false,
-          name = ctx.info.name })
+          name = ctx.info.name, shapes = shapes })
     local parts = {}
     for _, k in ipairs{ "gram", "gemm", "baseline" } do
         local s = choice.estimates[k]
@@ -97,12 +99,12 @@ end
 function _M.direct_shape(ctx, e, opts)
     local direct = require "divgpu.methods.direct"
     if not opts.length then return direct.default_shape(), "the reference shape" end
-    local _, shape, why = cheapest(ctx, e, opts, false, nil, false)
+    local _, shape, why = cheapest(ctx, e, opts, false, nil, false, { "gemm", "baseline" })
     return shape, why
 end
 
 --- The method a run uses, why, and the direct method's shape where the
---- request left it open ("auto" or none). opts.method names one ("direct",
+--- request left it open (shape "auto"). opts.method names one ("direct",
 --- "gram", ...), or is "auto" (the default): the cheapest by cost of the
 --- methods that serve the request (opts.shape, opts.precision; a compiled
 --- shader, opts.spirv, is the direct method's) and fit the device
@@ -138,9 +140,10 @@ function _M.choose(ctx, e, opts)
         end
     end
     if not first then error("no method runs this request: " .. concat(passed_over, "; "), 2) end
-    if opts.length and request.plain and request.shape_open and fits.direct then
-        local chosen, shape, why = cheapest(ctx, e, opts, fits.gram == true, passed_over.gram, true)
-        return chosen, why, shape
+    if opts.length and request.plain and fits.direct then
+        local shapes = request.shape_open and { "gemm", "baseline" } or { require("divgpu.methods.direct").default_shape() }
+        local chosen, shape, why = cheapest(ctx, e, opts, fits.gram == true, passed_over.gram, true, shapes)
+        return chosen, why, request.shape_open and shape or nil
     end
     local direct = require "divgpu.methods.direct"
     return first, first_why, first == "direct" and request.shape_open and direct.default_shape() or nil

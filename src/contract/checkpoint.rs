@@ -5,7 +5,9 @@
 //! `OUT.lock` beside it keeps it to one writer (`contract::lock`):
 //!
 //! - `sequences.part`: exactly the bytes the cache will have, up to the last
-//!   committed batch (the header, then one sequence per line, docs/formats.md#checkpoint);
+//!   committed batch, in the run's form (`cache_io::Form`): the JSON header
+//!   and one sequence per line, or the binary head (header, starts, index)
+//!   and fixed-width rows (docs/formats.md#checkpoint);
 //! - `batches.jsonl`: one record per committed batch, appended and synced
 //!   after the batch's bytes: its first sequence, its count, the offset where
 //!   its bytes end, their sha256, and the sha256 of its starts. The records
@@ -31,7 +33,8 @@
 //! (`shard`, in `state.json` and in the cache header: `contract::shard`).
 //!
 //! `StdoutCache` is the same interface for `run --out -`: the cache streamed
-//! to standard output batch by batch, with no checkpoint (nothing resumes).
+//! to standard output batch by batch (`cache_io::CacheWriter`), in either
+//! form, with no checkpoint (nothing resumes).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -42,10 +45,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::atomic::write_atomically;
+use super::binary_cache;
 use super::cache::{self, CacheHeader};
+use super::cache_io::{self, CacheWriter, Form};
 use super::lock::{Lock, Taken};
-use super::safe_write::{install, remove_stale_temporaries, resolve, stdout_file, Target};
-use super::shard::{self, starts_sha256, Sequences, Shard};
+use super::safe_write::{install, remove_stale_temporaries, resolve, Target};
+use super::shard::{starts_sha256, PartHeader, Sequences, Shard};
 use super::table::hex;
 use crate::error::{Error, Result};
 
@@ -76,6 +81,9 @@ struct State {
     /// A run of one shard: its place in the whole run (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     shard: Option<Shard>,
+    /// The form of the cache (absent: JSON, as before there was another).
+    #[serde(default, skip_serializing_if = "Form::is_json")]
+    form: Form,
 }
 
 /// One committed batch, a line of `batches.jsonl`.
@@ -187,6 +195,31 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
+/// The `count` JSON sequences of a batch from `bytes` (at file offset
+/// `start`, the first at position `done`), each given to `check`; nothing
+/// but whitespace after them. `shape` is (length, num_items).
+fn read_json_batch(
+    bytes: &mut impl Read,
+    start: u64,
+    done: usize,
+    count: usize,
+    (length, num_items): (usize, usize),
+    check: &mut impl FnMut(usize, &[u32]) -> std::result::Result<(), String>,
+) -> std::result::Result<(), String> {
+    let mut reader = Sequences::after(bytes, start, done);
+    let mut seq = Vec::with_capacity(length);
+    for i in done..done + count {
+        if !reader.next(&mut seq, length, num_items)? {
+            return Err(format!("sequence {i} is missing"));
+        }
+        check(i, &seq)?;
+    }
+    if !reader.at_end()? {
+        return Err("bytes past its last sequence".into());
+    }
+    Ok(())
+}
+
 impl Checkpoint {
     /// The checkpoint of the job (`header`, `starts`) for the output `out`:
     /// the one on disk when it belongs to this job (`done()` sequences are then
@@ -206,11 +239,7 @@ impl Checkpoint {
         starts: &[u32],
         restart: bool,
     ) -> Result<Checkpoint> {
-        let path = lock_path(out)?;
-        let (lock, taken) = Lock::acquire(&path, false, |_| {})?;
-        let mut cp = Checkpoint::open_locked(out, lock, header, shard, starts, restart)?;
-        cp.notes.splice(0..0, lock_note(&path, &taken));
-        Ok(cp)
+        Checkpoint::open_form(out, None, header, shard, starts, restart, Form::Json)
     }
 
     /// `open_shard` with the output's lock already held (taken by the caller
@@ -223,6 +252,28 @@ impl Checkpoint {
         starts: &[u32],
         restart: bool,
     ) -> Result<Checkpoint> {
+        Checkpoint::open_form(out, Some(lock), header, shard, starts, restart, Form::Json)
+    }
+
+    /// The checkpoint of a run whose cache is written in `form` (its
+    /// `sequences.part` holds that form's bytes): `open_shard` where `lock`
+    /// is None, `open_locked` where it is the output's lock.
+    pub fn open_form(
+        out: &str,
+        lock: Option<Lock>,
+        header: &CacheHeader,
+        shard: Option<Shard>,
+        starts: &[u32],
+        restart: bool,
+        form: Form,
+    ) -> Result<Checkpoint> {
+        let Some(lock) = lock else {
+            let path = lock_path(out)?;
+            let (lock, taken) = Lock::acquire(&path, false, |_| {})?;
+            let mut cp = Checkpoint::open_form(out, Some(lock), header, shard, starts, restart, form)?;
+            cp.notes.splice(0..0, lock_note(&path, &taken));
+            return Ok(cp);
+        };
         let target = resolve(out)?;
         if lock.path() != target.sibling(".lock") {
             return Err(Error::Usage(format!("checkpoint: the lock {} is not {out}'s", lock.path().display())));
@@ -242,6 +293,7 @@ impl Checkpoint {
             done: 0,
             bytes: 0,
             shard,
+            form,
         };
         let mut cp =
             Checkpoint { target, dir, state, starts: starts.to_vec(), part: None, log: None, notes: Vec::new(), _lock: lock };
@@ -281,8 +333,11 @@ impl Checkpoint {
         CacheHeader::new(&s.contract, s.num_items, s.dim, s.length, &s.embeddings_sha256, &self.starts)
     }
 
+    /// The cache's bytes before its first sequence (the binary form's
+    /// starts and index included: 4·(S + N) bytes, beside the run's table).
     fn head(&self) -> Result<Vec<u8>> {
-        shard::head(&self.header(), self.state.shard.as_ref())
+        let part = PartHeader { header: self.header(), shard: self.state.shard.clone() };
+        cache_io::head(self.state.form, &part, &self.starts)
     }
 
     /// The state on disk, checked against this job: None where there is none
@@ -320,6 +375,8 @@ impl Checkpoint {
                 "another table (sha256 {}, {}x{}; this run's: sha256 {}, {}x{})",
                 disk.embeddings_sha256, disk.num_items, disk.dim, want.embeddings_sha256, want.num_items, want.dim
             ))
+        } else if disk.form != want.form {
+            Some(format!("--format {} (this run's: {})", disk.form.name(), want.form.name()))
         } else if disk.contract != want.contract {
             Some(format!("contract {} (this run's: {})", disk.contract, want.contract))
         } else if disk.length != want.length {
@@ -416,31 +473,34 @@ impl Checkpoint {
 
     /// One batch: in place, its bytes' sha256, its sequences and their starts.
     fn verify_batch(&self, part: &mut File, rec: &BatchRecord, done: usize, start: u64) -> std::result::Result<(), String> {
-        if rec.first != done || rec.sequences == 0 || rec.end <= start || done + rec.sequences > self.starts.len() {
+        let (length, n, form) = (self.state.length, self.state.num_items, self.state.form);
+        let row_bytes = 4 * length as u64 * rec.sequences as u64;
+        if rec.first != done
+            || rec.sequences == 0
+            || rec.end <= start
+            || done + rec.sequences > self.starts.len()
+            || (form == Form::Binary && rec.end - start != row_bytes)
+        {
             return Err(format!("it says sequences {}..{} ending at byte {}", rec.first, rec.first + rec.sequences, rec.end));
         }
         part.seek(SeekFrom::Start(start)).map_err(|e| e.to_string())?;
-        let mut reader = Sequences::after(Hashing { r: (&*part).take(rec.end - start), hash: Sha256::new() }, start, done);
-        let (length, n) = (self.state.length, self.state.num_items);
-        let mut seq = Vec::with_capacity(length);
+        let mut bytes = Hashing { r: (&*part).take(rec.end - start), hash: Sha256::new() };
         let mut starts = Sha256::new();
-        for i in done..done + rec.sequences {
-            if !reader.next(&mut seq, length, n)? {
-                return Err(format!("sequence {i} is missing"));
-            }
+        let mut check = |i: usize, seq: &[u32]| {
             if seq[0] != self.starts[i] {
                 return Err(format!("sequence {i} starts at {}, not at this run's start {}", seq[0], self.starts[i]));
             }
             starts.update(seq[0].to_le_bytes());
+            Ok(())
+        };
+        match form {
+            Form::Json => read_json_batch(&mut bytes, start, done, rec.sequences, (length, n), &mut check)?,
+            Form::Binary => binary_cache::read_rows(&mut bytes, done, rec.sequences, length, n, &mut check)?,
         }
-        if !reader.at_end()? {
-            return Err("bytes past its last sequence".into());
-        }
-        let Hashing { r, hash } = reader.into_inner();
-        if r.limit() != 0 {
+        if bytes.r.limit() != 0 {
             return Err("sequences.part is cut short".into());
         }
-        if hex(&hash.finalize()) != rec.sha256 {
+        if hex(&bytes.hash.finalize()) != rec.sha256 {
             return Err("its bytes do not match their sha256".into());
         }
         if hex(&starts.finalize()) != rec.starts_sha256 {
@@ -497,7 +557,7 @@ impl Checkpoint {
             return Err(Error::Usage("checkpoint: sequences.part is not open".into()));
         };
         let mut w = BufWriter::with_capacity(1 << 20, HashingWriter { w: &*part, hash: Sha256::new() });
-        cache::write_sequences(&mut w, sequences, length, done).map_err(|e| Error::io(&part_name, e))?;
+        cache_io::write_sequences(self.state.form, &mut w, sequences, length, done).map_err(|e| Error::io(&part_name, e))?;
         let digest = hex(&w.into_inner().map_err(|e| Error::io(&part_name, e.into_error()))?.hash.finalize());
         part.sync_data().map_err(|e| Error::io(&part_name, e))?;
         let end = part.stream_position().map_err(|e| Error::io(&part_name, e))?;
@@ -559,7 +619,7 @@ impl Checkpoint {
         }
         let part_path = self.dir.join(PART);
         let mut part = self.part.take().ok_or_else(|| Error::Usage("checkpoint: sequences.part is not open".into()))?;
-        part.write_all(cache::TAIL).map_err(|e| Error::io(display(&part_path), e))?;
+        part.write_all(cache_io::tail(self.state.form)).map_err(|e| Error::io(display(&part_path), e))?;
         install(&part, &part_path, &self.target)?;
         // The cache is in place; what is left is bookkeeping, and a leftover
         // folder is recognised as finished by the next `open`.
@@ -612,44 +672,37 @@ impl BatchSink for Checkpoint {
 
 /// `run --out -`: the cache streamed to standard output, batch by batch.
 pub struct StdoutCache {
-    out: BufWriter<File>,
-    length: usize,
-    done: usize,
-    total: usize,
+    writer: CacheWriter,
 }
 
 impl StdoutCache {
     pub fn new(header: &CacheHeader, shard: Option<Shard>, starts: &[u32]) -> Result<StdoutCache> {
+        StdoutCache::new_form(header, shard, starts, Form::Json)
+    }
+
+    /// The cache of the job (`header`, its `shard`, `starts`) in `form` on standard output.
+    pub fn new_form(header: &CacheHeader, shard: Option<Shard>, starts: &[u32], form: Form) -> Result<StdoutCache> {
         let h = CacheHeader::new(&header.contract, header.num_items, header.dim, header.length, &header.embeddings_sha256, starts);
-        let mut out = BufWriter::with_capacity(1 << 20, stdout_file()?);
-        out.write_all(&shard::head(&h, shard.as_ref())?).map_err(|e| Error::io("standard output", e))?;
-        Ok(StdoutCache { out, length: header.length, done: 0, total: starts.len() })
+        let writer = CacheWriter::create(super::safe_write::STDOUT, &PartHeader { header: h, shard }, form, starts)?;
+        Ok(StdoutCache { writer })
     }
 }
 
 impl BatchSink for StdoutCache {
     fn append(&mut self, sequences: &[u32]) -> Result<()> {
-        cache::check_whole(sequences.len(), self.length)?;
-        let count = sequences.len() / self.length;
-        cache::write_sequences(&mut self.out, sequences, self.length, self.done).map_err(|e| Error::io("standard output", e))?;
-        self.out.flush().map_err(|e| Error::io("standard output", e))?;
-        self.done += count;
-        Ok(())
+        self.writer.append(sequences)
     }
 
-    fn finish(mut self: Box<Self>) -> Result<()> {
-        if self.done != self.total {
-            return Err(Error::Usage(format!("{} of {} sequences were written; the cache is not finished", self.done, self.total)));
-        }
-        self.out.write_all(cache::TAIL).and_then(|()| self.out.flush()).map_err(|e| Error::io("standard output", e))
+    fn finish(self: Box<Self>) -> Result<()> {
+        self.writer.finish()
     }
 
     fn done(&self) -> usize {
-        self.done
+        self.writer.done()
     }
 
     fn total(&self) -> usize {
-        self.total
+        self.writer.total()
     }
 
     fn path(&self) -> String {

@@ -14,28 +14,31 @@
 //! them), written just before `"sequences"`. Readers that ignore unknown
 //! fields read a part as a cache; the merged file carries no `shard` field.
 //!
-//! `merge` reads each part's header first (the bytes before `"sequences"`)
-//! and refuses, with one line naming the file, a part of another table,
+//! `merge` reads each part's header first (either form: `cache_io`) and
+//! refuses, with one line naming the file, a part of another table,
 //! contract, length, format version or run (shard count, starts), a shard
 //! given twice, a shard missing, or a file that is not a part. It then
-//! streams the parts' sequences into the output in index order through the
-//! cache writer (one sequence in memory at a time), checking each sequence's
-//! length and items, each part's sequence count against its block, and at the
-//! end that the first items of all sequences hash to the run's
-//! `starts_sha256`. The output is written atomically: on any error the
-//! temporary file is removed and an existing output is left as it was.
+//! streams the parts' sequences into the output in index order through
+//! `cache_io::CacheWriter` (a batch of about 1 MiB in memory at a time),
+//! checking each sequence's length and items, each part's sequence count
+//! against its block, and that the first items of all sequences hash to the
+//! run's `starts_sha256` (before the rows, for a binary output, whose starts
+//! come first). The output is written atomically: on any error the temporary
+//! file is removed and an existing output is left as it was.
+//!
+//! The JSON form's streaming pieces live here too: `read_head` (the header
+//! before `"sequences"`) and `Sequences` (the sequences, one at a time).
 
-use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::Read;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::atomic::write_atomically;
 pub use super::cache::starts_sha256;
-use super::safe_write::{check_files, Named};
 use super::cache::{self, CacheHeader};
+use super::cache_io::{batch_sequences, Batch, CacheReader, CacheWriter, Form};
+use super::safe_write::{check_files, Named};
 use super::table::hex;
 use crate::error::{Error, Result};
 
@@ -100,13 +103,12 @@ pub fn head(header: &CacheHeader, shard: Option<&Shard>) -> Result<Vec<u8>> {
 /// hundred bytes).
 const HEAD_LIMIT: u64 = 1 << 20;
 
-/// A part's header and the byte offset just past the `[` that opens its
-/// sequences. The header is the text before `"sequences"`, which divgpu
-/// writes first.
-fn read_head(path: &str) -> Result<(PartHeader, u64)> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+/// A JSON cache's header, read from the start of `r`: the header (the text
+/// before `"sequences"`, which divgpu writes last, checked), the bytes read
+/// past the `[` that opens the sequences, and the file offset of the first.
+pub(crate) fn read_head<R: Read>(path: &str, r: &mut R) -> Result<(PartHeader, Vec<u8>, u64)> {
     let mut buf = Vec::new();
-    (&mut f).take(HEAD_LIMIT).read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+    r.take(HEAD_LIMIT).read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
     const KEY: &[u8] = b"\"sequences\"";
     let pos = buf
         .windows(KEY.len())
@@ -131,7 +133,8 @@ fn read_head(path: &str) -> Result<(PartHeader, u64)> {
         }
         i += 1;
     }
-    Ok((part, i as u64))
+    let rest = buf.split_off(i);
+    Ok((part, rest, i as u64))
 }
 
 /// Streams the sequences of a cache's `sequences` array, from just past its
@@ -159,10 +162,6 @@ impl<R: Read> Sequences<R> {
     /// `count` is 0).
     pub(crate) fn after(r: R, offset: u64, count: usize) -> Self {
         Sequences { r, buf: vec![0; 1 << 20].into_boxed_slice(), pos: 0, len: 0, offset, count, done: false }
-    }
-
-    pub(crate) fn into_inner(self) -> R {
-        self.r
     }
 
     /// Whether nothing but JSON whitespace is left.
@@ -319,7 +318,25 @@ struct Part {
     header: CacheHeader,
     shard: Shard,
     block: Range<usize>,
-    offset: u64,
+}
+
+impl Part {
+    /// The error of a part whose sequences are not its block's.
+    fn wrong_count(&self, count: usize) -> Error {
+        let (s, b) = (&self.shard, &self.block);
+        Error::input(
+            &self.path,
+            format!(
+                "shard {}/{} has {count} sequences; its block of the run's {} starts holds {} (positions {}..{})",
+                s.index,
+                s.count,
+                s.starts,
+                b.len(),
+                b.start,
+                b.end
+            ),
+        )
+    }
 }
 
 /// What `merge` wrote.
@@ -330,11 +347,84 @@ pub struct Merged {
     pub length: usize,
 }
 
+/// Checks that `paths` are all the parts of one sharded run and writes their
+/// merge to `out` (atomically), byte-identical to the unsharded run's cache.
+pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
+    merge_as(out, paths, Form::Json)
+}
+
+/// `merge` into `form`, from parts of either form (mixed, too): the bytes of
+/// the unsharded run writing that form. A binary output first takes the
+/// parts' starts (the binary parts' starts alone; the JSON parts are read
+/// through), then their rows.
+pub fn merge_as(out: &str, paths: &[String], form: Form) -> Result<Merged> {
+    if paths.is_empty() {
+        return Err(Error::Usage("merge: no parts given".into()));
+    }
+    // Before anything is read: the output is writable and none of the parts.
+    let inputs: Vec<Named> = paths.iter().map(|p| Named { option: "part", path: p }).collect();
+    check_files(&[Named { option: "--out", path: out }], &inputs, true)?;
+    let mut parts = read_parts(paths)?;
+    check_same_run(&parts)?;
+    check_complete(&mut parts)?;
+    let expected = parts[0].shard.starts_sha256.clone();
+    // The merge is the unsharded run's cache: the whole run's starts.
+    let header = parts[0].header.with_starts(parts[0].shard.starts, &expected);
+    let length = header.length;
+    let whole = PartHeader { header, shard: None };
+    let mut writer = CacheWriter::create_streamed(out, &whole, form, |push| {
+        let mut starts = Sha256::new();
+        for part in &parts {
+            let count = CacheReader::open(&part.path)?.for_each_start(|_, s| {
+                starts.update(s.to_le_bytes());
+                push(s)
+            })?;
+            if count != part.block.len() {
+                return Err(part.wrong_count(count));
+            }
+        }
+        check_run_starts(starts, &expected)
+    })?;
+    let mut starts = Sha256::new();
+    let mut batch = Batch::default();
+    for part in &parts {
+        let mut reader = CacheReader::open(&part.path)?;
+        let mut count = 0;
+        while reader.next_batch(batch_sequences(length), &mut batch)? > 0 {
+            count += batch.len();
+            if count > part.block.len() {
+                return Err(part.wrong_count(count));
+            }
+            (0..batch.len()).for_each(|i| starts.update(batch.sequence(i)[0].to_le_bytes()));
+            writer.append(&batch.sequences)?;
+        }
+        if count != part.block.len() {
+            return Err(part.wrong_count(count));
+        }
+    }
+    check_run_starts(starts, &expected)?;
+    let sequences = writer.done();
+    writer.finish()?;
+    Ok(Merged { parts: parts.len(), sequences, length })
+}
+
+/// The parts' first items, in shard order, hash to the run's starts_sha256.
+fn check_run_starts(starts: Sha256, expected: &str) -> Result<()> {
+    if hex(&starts.finalize()) != expected {
+        return Err(Error::Refused(
+            "merge: the parts' starts (each sequence's first item, in shard order) do not hash to the run's \
+             starts_sha256 in their headers: a part was altered"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The parts' headers, each checked to be a part of a sharded run.
 fn read_parts(paths: &[String]) -> Result<Vec<Part>> {
     let mut parts = Vec::with_capacity(paths.len());
     for path in paths {
-        let (h, offset) = read_head(path)?;
+        let h = CacheReader::open(path)?.part().clone();
         let shard = h.shard.ok_or_else(|| {
             Error::input(path, "not a part of a sharded run: its header has no \"shard\" field (written without --shard)")
         })?;
@@ -342,9 +432,42 @@ fn read_parts(paths: &[String]) -> Result<Vec<Part>> {
             return Err(Error::input(path, "shard.starts_sha256 is not a sha256 (64 hex digits)"));
         }
         let block = shard.block().map_err(|e| Error::input(path, format!("its header says {e}")))?;
-        parts.push(Part { path: path.clone(), header: h.header, shard, block, offset });
+        if let Some(count) = h.header.starts_count.filter(|&c| c != block.len()) {
+            return Err(Error::input(
+                path,
+                format!(
+                    "its header says starts_count {count}, but shard {}/{}'s block of the run's {} starts holds {}",
+                    shard.index,
+                    shard.count,
+                    shard.starts,
+                    block.len()
+                ),
+            ));
+        }
+        parts.push(Part { path: path.clone(), header: h.header, shard, block });
     }
     Ok(parts)
+}
+
+/// Sorts the parts by shard; each shard once, none missing.
+fn check_complete(parts: &mut [Part]) -> Result<()> {
+    parts.sort_by_key(|p| p.shard.index); // stable: of two equal indices, the first given stays first
+    for w in parts.windows(2) {
+        if w[0].shard.index == w[1].shard.index {
+            return Err(Error::input(
+                &w[1].path,
+                format!("shard {}/{} is given twice (also {})", w[1].shard.index, w[1].shard.count, w[0].path),
+            ));
+        }
+    }
+    let count = parts[0].shard.count;
+    if let Some(missing) = (0..count).find(|&i| parts.get(i).map(|p| p.shard.index) != Some(i)) {
+        return Err(Error::Refused(format!(
+            "merge: shard {missing}/{count} is missing ({} of the {count} parts were given)",
+            parts.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Every part of the same run as the first: table, contract, length, split.
@@ -381,106 +504,6 @@ fn check_same_run(parts: &[Part]) -> Result<()> {
     }
     Ok(())
 }
-
-/// Sorts the parts by shard; each shard once, none missing.
-fn check_complete(parts: &mut [Part]) -> Result<()> {
-    parts.sort_by_key(|p| p.shard.index); // stable: of two equal indices, the first given stays first
-    for w in parts.windows(2) {
-        if w[0].shard.index == w[1].shard.index {
-            return Err(Error::input(
-                &w[1].path,
-                format!("shard {}/{} is given twice (also {})", w[1].shard.index, w[1].shard.count, w[0].path),
-            ));
-        }
-    }
-    let count = parts[0].shard.count;
-    if let Some(missing) = (0..count).find(|&i| parts.get(i).map(|p| p.shard.index) != Some(i)) {
-        return Err(Error::Refused(format!(
-            "merge: shard {missing}/{count} is missing ({} of the {count} parts were given)",
-            parts.len()
-        )));
-    }
-    Ok(())
-}
-
-type WriteResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-/// Copies one part's sequences to `w` (each checked), adding their starts
-/// to the run's hash; returns how many.
-fn copy_part(
-    w: &mut BufWriter<File>,
-    part: &Part,
-    starts: &mut Sha256,
-    (length, num_items): (usize, usize),
-    written: usize,
-) -> WriteResult<usize> {
-    let bad = |msg: String| Error::input(&part.path, msg);
-    let mut f = File::open(&part.path).map_err(|e| Error::io(&part.path, e))?;
-    f.seek(SeekFrom::Start(part.offset)).map_err(|e| Error::io(&part.path, e))?;
-    let mut reader = Sequences::new(f, part.offset);
-    let mut own = Sha256::new();
-    let mut seq = Vec::new();
-    let mut n = 0;
-    while reader.next(&mut seq, length, num_items).map_err(bad)? {
-        starts.update(seq[0].to_le_bytes());
-        own.update(seq[0].to_le_bytes());
-        cache::write_sequences(w, &seq, length, written + n)?;
-        n += 1;
-    }
-    if reader.count != part.block.len() {
-        return Err(bad(format!(
-            "shard {}/{} has {} sequences; its block of the run's {} starts holds {} (positions {}..{})",
-            part.shard.index,
-            part.shard.count,
-            reader.count,
-            part.shard.starts,
-            part.block.len(),
-            part.block.start,
-            part.block.end
-        ))
-        .into());
-    }
-    cache::check_contents(&part.path, &part.header, reader.count, &hex(&own.finalize()))?;
-    Ok(n)
-}
-
-/// Checks that `paths` are all the parts of one sharded run and writes their
-/// merge to `out` (atomically), byte-identical to the unsharded run's cache.
-pub fn merge(out: &str, paths: &[String]) -> Result<Merged> {
-    if paths.is_empty() {
-        return Err(Error::Usage("merge: no parts given".into()));
-    }
-    // Before anything is read: the output is writable and none of the parts.
-    let inputs: Vec<Named> = paths.iter().map(|p| Named { option: "part", path: p }).collect();
-    check_files(&[Named { option: "--out", path: out }], &inputs, true)?;
-    let mut parts = read_parts(paths)?;
-    check_same_run(&parts)?;
-    check_complete(&mut parts)?;
-    let expected = parts[0].shard.starts_sha256.clone();
-    // The merge is the unsharded run's cache: the whole run's starts.
-    let header = parts[0].header.with_starts(parts[0].shard.starts, &expected);
-    let (length, num_items) = (header.length, header.num_items);
-    let mut written = 0usize;
-    write_atomically(out, |w| {
-        w.write_all(&cache::head(&header)?)?;
-        let mut starts = Sha256::new();
-        for part in &parts {
-            written += copy_part(w, part, &mut starts, (length, num_items), written)?;
-        }
-        if hex(&starts.finalize()) != expected {
-            return Err(Error::Refused(
-                "merge: the parts' starts (each sequence's first item, in shard order) do not hash to the run's \
-                 starts_sha256 in their headers: a part was altered"
-                    .into(),
-            )
-            .into());
-        }
-        w.write_all(cache::TAIL)?;
-        Ok(())
-    })?;
-    Ok(Merged { parts: parts.len(), sequences: written, length })
-}
-
 
 #[cfg(test)]
 mod tests {
@@ -651,11 +674,11 @@ mod tests {
             ("[7,8,0]", "[7,08,0]", "leading zero"),
             ("[7,8,0]", "[7,-8,0]", "expected an item index"),
             ("[7,8,0]", "[7,4294967296,0]", "past 2^32"),
-            ("\n[7,8,0],", "", "has 1 sequences; its block of the run's 7 starts holds 2"),
+            ("\n[7,8,0],", "", "has 1 sequences, but its header says starts_count 2"),
             ("\n]}\n", "\n]", "truncated"),
             ("\n]}\n", "\n]}x", "expected the end of the file"),
             ("\"version\":2", "\"version\":3", "not a divgpu cache of version 1 or 2"),
-            ("\"starts_count\":2", "\"starts_count\":3", "has 2 sequences, but its header says starts_count 3"),
+            ("\"starts_count\":2", "\"starts_count\":3", "its header says starts_count 3, but shard 1/3's block of the run's 7 starts holds 2"),
             ("\"sequences\"", "\"seq\"", "no \"sequences\""),
             ("\"index\":1", "\"index\":3", "the index is 0-based"),
         ];
@@ -668,6 +691,15 @@ mod tests {
             assert!(!Path::new(&out).exists(), "no output after {want:?}");
             assert!(fs::read_dir(&d).unwrap().all(|f| !f.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
         }
+        // A version 1 part (no starts_count to break) lacking a sequence: its block says so.
+        let p = fresh();
+        tamper(&p[1], |t| {
+            let from = t.find(",\"starts_count\"").unwrap();
+            let to = t.find(",\"shard\"").unwrap();
+            format!("{}{}", &t[..from], &t[to..]).replacen("\"version\":2", "\"version\":1", 1).replacen("\n[7,8,0],", "", 1)
+        });
+        let e = merge_err(&out, &p);
+        assert!(e.contains("shard 1/3 has 1 sequences; its block of the run's 7 starts holds 2 (positions 2..4)"), "{e}");
         // Twin: untouched parts merge.
         merge(&out, &fresh()).unwrap();
     }

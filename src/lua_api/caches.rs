@@ -1,6 +1,7 @@
-//! The run's files for Lua (`divgpu.files`): caches read and written, the
-//! checkpoint of a run (`checkpoint.rs` holds its handle), the block of one
-//! shard and the merge of a sharded run's parts.
+//! The run's files for Lua (`divgpu.files`): caches of either form read,
+//! written and converted, the checkpoint of a run (`checkpoint.rs` holds its
+//! handle), a cache checked against the mirror (`verify.rs`), the block of
+//! one shard and the merge of a sharded run's parts.
 
 use mlua::{Lua, Table as LuaTable, UserDataRef};
 
@@ -9,6 +10,8 @@ use super::boundary::function;
 use super::checkpoint::CheckpointHandle;
 use super::embeddings::Embeddings;
 use super::files::LockHandle;
+use super::verify;
+use crate::contract::cache_io::{self, Form};
 use crate::contract::checkpoint::{BatchSink, Checkpoint, StdoutCache};
 use crate::contract::{cache, safe_write, shard, table::Table};
 use crate::error::Error;
@@ -45,12 +48,21 @@ fn shard_of(o: &LuaTable, starts: &[u32]) -> mlua::Result<Option<shard::Shard>> 
     Ok(Some(sh))
 }
 
+/// `format = "json" | "binary"` of an options table (nil when not given).
+fn form_option(o: &LuaTable) -> mlua::Result<Option<Form>> {
+    match o.get::<Option<String>>("format")? {
+        Some(name) => Ok(Some(Form::parse(&name)?)),
+        None => Ok(None),
+    }
+}
+
 /// `files.checkpoint(out, { contract, table, length, starts, restart, shard,
-/// lock })` -> the checkpoint of a run writing `out` (OUT.checkpoint/, held
+/// lock, format })` -> the checkpoint of a run writing `out` (OUT.checkpoint/, held
 /// by OUT.lock): resumed when it belongs to this job, refused when it
 /// belongs to another (unless restart). lock: a `files.lock(out)` already
-/// taken (else it is taken here). out "-": the cache is streamed to
-/// standard output, with no checkpoint.
+/// taken (else it is taken here). format: the cache's form, json (default)
+/// or binary. out "-": the cache is streamed to standard output, with no
+/// checkpoint.
 fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
     let table: UserDataRef<Embeddings> = o.get("table")?;
     let starts: U32s = o.get("starts")?;
@@ -58,20 +70,25 @@ fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
     let header = cache_header(o, &table.0, starts)?;
     let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
     let part = shard_of(o, starts)?;
+    let form = form_option(o)?.unwrap_or_default();
     let sink: Box<dyn BatchSink> = if out == safe_write::STDOUT {
-        Box::new(StdoutCache::new(&header, part, starts)?)
+        Box::new(StdoutCache::new_form(&header, part, starts, form)?)
     } else {
-        match o.get::<Option<UserDataRef<LockHandle>>>("lock")? {
-            Some(lock) => Box::new(Checkpoint::open_locked(out, lock.take()?, &header, part, starts, restart)?),
-            None => Box::new(Checkpoint::open_shard(out, &header, part, starts, restart)?),
-        }
+        let lock = match o.get::<Option<UserDataRef<LockHandle>>>("lock")? {
+            Some(lock) => Some(lock.take()?),
+            None => None,
+        };
+        Box::new(Checkpoint::open_form(out, lock, &header, part, starts, restart, form)?)
     };
     Ok(CheckpointHandle::new(sink))
 }
 
-/// `files.read_cache(path)` -> { header fields..., starts = array, sequences = array }
+/// `files.read_cache(path)` -> { header fields..., form, starts = array,
+/// sequences = array }: a whole cache of either form in memory.
 fn read_cache(lua: &Lua, path: &str) -> mlua::Result<LuaTable> {
-    let (h, flat) = cache::read(path)?;
+    let form = Form::of_file(path)?;
+    let (part, flat) = cache_io::read_all(path)?;
+    let h = part.header;
     let t = lua.create_table()?;
     t.set("contract", h.contract)?;
     t.set("num_items", h.num_items)?;
@@ -81,10 +98,28 @@ fn read_cache(lua: &Lua, path: &str) -> mlua::Result<LuaTable> {
     t.set("version", h.version)?;
     t.set("starts_count", h.starts_count)?;
     t.set("divgpu_version", h.divgpu_version)?;
+    t.set("form", form.name())?;
     t.set("count", flat.len() / h.length.max(1))?;
     let starts: Vec<u32> = flat.iter().step_by(h.length.max(1)).copied().collect();
     t.set("starts", HostArray::U32(starts))?;
     t.set("sequences", HostArray::U32(flat))?;
+    Ok(t)
+}
+
+/// `files.convert(input, out, { format })` -> { form, sequences, length,
+/// upgraded }: the cache at `input` written to `out` in `format` (default:
+/// the other form), the bytes a run writing that form would have written.
+fn convert(lua: &Lua, input: &str, out: &str, o: Option<LuaTable>) -> mlua::Result<LuaTable> {
+    let form = match o.as_ref().map(form_option).transpose()?.flatten() {
+        Some(form) => form,
+        None => Form::of_file(input)?.other(),
+    };
+    let done = cache_io::convert(input, out, form)?;
+    let t = lua.create_table()?;
+    t.set("form", done.form.name())?;
+    t.set("sequences", done.sequences)?;
+    t.set("length", done.length)?;
+    t.set("upgraded", done.upgraded)?;
     Ok(t)
 }
 
@@ -101,17 +136,30 @@ pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
             Ok((b.start, b.len()))
         })?,
     )?;
-    // files.merge(out, { part paths }) -> { parts, sequences, length }: checks
-    // the parts of a sharded run and writes their merge atomically.
+    // files.merge(out, { part paths }, { format }) -> { parts, sequences,
+    // length, form }: checks the parts of a sharded run (of either form) and
+    // writes their merge atomically, in `format` (default: the first part's).
     t.set(
         "merge",
-        function(lua, |lua, (out, paths): (String, Vec<String>)| {
-            let merged = shard::merge(&out, &paths)?;
+        function(lua, |lua, (out, paths, o): (String, Vec<String>, Option<LuaTable>)| {
+            let form = match o.as_ref().map(form_option).transpose()?.flatten() {
+                Some(form) => form,
+                None => paths.first().map(|p| Form::of_file(p)).transpose()?.unwrap_or_default(),
+            };
+            let merged = shard::merge_as(&out, &paths, form)?;
             let t = lua.create_table()?;
             t.set("parts", merged.parts)?;
             t.set("sequences", merged.sequences)?;
             t.set("length", merged.length)?;
+            t.set("form", form.name())?;
             Ok(t)
+        })?,
+    )?;
+    t.set("convert", function(lua, |lua, (input, out, o): (String, String, Option<LuaTable>)| convert(lua, &input, &out, o))?)?;
+    t.set(
+        "verifier",
+        function(lua, |_, (path, table, o): (String, UserDataRef<Embeddings>, Option<LuaTable>)| {
+            verify::open(path, table, o)
         })?,
     )?;
     Ok(())

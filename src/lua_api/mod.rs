@@ -25,6 +25,7 @@ mod starts;
 mod tensor;
 mod testing;
 mod upload;
+mod verify;
 
 use mlua::{Function, Lua, Table as LuaTable};
 
@@ -33,7 +34,7 @@ use self::boundary::{registry_key, Methods};
 /// The userdata types that have methods: the name their methods are kept
 /// under, and what makes them.
 type MethodsOf = fn(&Lua) -> mlua::Result<Methods>;
-const TYPES: [(&str, MethodsOf); 11] = [
+const TYPES: [(&str, MethodsOf); 12] = [
     ("Context", context::methods),
     ("LuaBuffer", buffer::methods),
     ("LuaPipeline", pipeline::methods),
@@ -45,6 +46,7 @@ const TYPES: [(&str, MethodsOf); 11] = [
     ("CheckpointHandle", checkpoint::methods),
     ("LockHandle", files::lock_methods),
     ("OutputHandle", files::output_methods),
+    ("VerifierHandle", verify::methods),
 ];
 
 const TYPE_NAMES: [&str; TYPES.len()] = {

@@ -1,4 +1,4 @@
--- The command line's smaller commands: verify, merge, synth, info,
+-- The command line's smaller commands: verify, convert, merge, synth, info,
 -- convert-fp16 and plot (run and bench have modules of their own). Each
 -- takes the parsed options, already checked (cli/options.lua).
 
@@ -10,48 +10,80 @@ local report = require "divgpu.cli.report"
 
 local need, fail = failure.need, options.fail
 local write_stdout = report.write_stdout
-local string_format, min = string.format, math.min
+local string_format = string.format
 local ipairs, tostring, tonumber, require = ipairs, tostring, tonumber, require
 
 local _M = {}
 
---- `divgpu verify`: the cache's sequences recomputed by the CPU mirror, 64
---- at a time; the first difference is named.
-function _M.verify(a)
-    local cache = need(divgpu.files.read_cache(a.cache))
+-- verify's exit status for each outcome (docs/cli.md#verify): what was
+-- asked to be compared differs (a sequence, or the table itself), or the
+-- input cannot be read or is not valid.
+local AGREES, DIFFERS, UNREADABLE = 0, 1, 2
+
+--- What verify checks: { sequences = K }, { sample = K, seed = S } or every sequence.
+local function verify_selection(a)
+    if a.sample then return { sample = tonumber(a.sample), seed = tonumber(a.seed or 1) } end
+    if a.sequences then return { sequences = tonumber(a.sequences) } end
+    return nil
+end
+
+--- The line verify prints when every sequence checked agrees.
+local function agreement(a, v)
+    local how = v.form .. " form"
+    if v.positions then
+        local positions = {}
+        for i = 1, #v.positions do positions[i] = string_format("%d", v.positions[i]) end
+        how = string_format("%s; the sample of seed %s: positions %s", how, a.seed or "1", table.concat(positions, ", "))
+    end
+    return string_format("%s: %d of %d sequences (length %d, contract %s) match the CPU mirror (%s)\n",
+        a.cache, v.done, v.count, v.length, v.contract, how)
+end
+
+--- verify's work: its exit status; unreadable input is thrown as a failure.
+local function check_cache(a)
     local e = need(divgpu.load_embeddings(a.embeddings))
-    if cache.embeddings_sha256 ~= e.sha256 or cache.num_items ~= e.n or cache.dim ~= e.dim then
-        fail("%s was made from another table (sha256 %s, %dx%d) than %s (sha256 %s, %dx%d)",
-            a.cache, cache.embeddings_sha256, cache.num_items, cache.dim, a.embeddings, e.sha256, e.n, e.dim)
+    local v = need(divgpu.files.verifier(a.cache, e, verify_selection(a)))
+    if v.other_table then
+        report.note("%s", v.other_table)
+        return DIFFERS
     end
-    if cache.contract == "fp16" then
-        e = need(e:fp16_rounded())
-    elseif cache.contract ~= "fp32" then
-        fail("%s: unknown contract '%s'", a.cache, tostring(cache.contract))
-    end
-    local count = cache.count
-    if count == 0 then fail("%s has no sequences: there is nothing to verify", a.cache) end
-    if a.sequences then count = min(count, options.positive_integer(a.sequences, "--sequences")) end
-    local L = cache.length
     local show, finish = report.progress(a.quiet, options.progress_how(a))
     local t0 = divgpu.clock.now()
-    local step = 64
-    for first = 0, count - 1, step do
-        local k = min(step, count - first)
-        local starts = cache.starts:slice(first + 1, k)
-        local expected = need(divgpu.mirror(e, starts, L))
-        local d = divgpu.first_difference(cache.sequences:slice(first * L + 1, k * L), expected, L)
-        if d then
-            finish()
-            fail("%s: sequence %d (start %d) differs at step %d: the cache has %d, the CPU mirror gives %d",
-                a.cache, first + d.row, starts[d.row + 1], d.step, d.a, d.b)
-        end
-        show{ batch = 1, batches = 1, step = first + k, length = count, done = first + k, total = count,
+    repeat
+        local more = need(v:step())
+        local done, total = v.done, v.total
+        show{ batch = 1, batches = 1, step = done, length = total, done = done, total = total,
               elapsed = divgpu.clock.now() - t0 }
-    end
+    until not more
     finish()
-    write_stdout(string_format("%s: %d of %d sequences (length %d, contract %s) match the CPU mirror\n",
-        a.cache, count, cache.count, L, cache.contract))
+    local d = v.difference
+    if d then
+        report.note("%s: sequence %d (start %d) differs at step %d: the cache has %d, the CPU mirror gives %d",
+            a.cache, d.position, d.start, d.step, d.cache, d.mirror)
+        return DIFFERS
+    end
+    write_stdout(agreement(a, v))
+    return AGREES
+end
+
+--- `divgpu verify`: the cache's sequences (every one, the first K or a
+--- seeded sample) recomputed by the CPU mirror, streamed; the first
+--- difference is named. Returns the exit status.
+function _M.verify(a)
+    local status, err = failure.catch(check_cache, a)
+    if status then return status end
+    report.note("%s", err)
+    return UNREADABLE
+end
+
+--- `divgpu convert CACHE --out OTHER`: the cache in its other form (or --format's).
+function _M.convert(a)
+    local c = need(divgpu.files.convert(a.cache, a.out, { format = a.format }))
+    if not a.quiet then
+        report.note("converted %d sequences of length %d to the %s form%s", c.sequences, c.length, c.form,
+            c.upgraded and " (a version 1 cache: written as version 2, its starts counted and hashed)" or "")
+    end
+    if a.out ~= "-" then write_stdout(a.out, "\n") end
 end
 
 --- `divgpu synth`: a clustered table, written as .npy or .json by its name
@@ -65,8 +97,10 @@ end
 
 --- `divgpu merge`: the parts of a sharded run checked and merged (contract::shard).
 function _M.merge(a)
-    local m = need(divgpu.files.merge(a.out, a.parts))
-    if not a.quiet then report.note("merged %d parts: %d sequences of length %d", m.parts, m.sequences, m.length) end
+    local m = need(divgpu.files.merge(a.out, a.parts, { format = a.format }))
+    if not a.quiet then
+        report.note("merged %d parts: %d sequences of length %d (%s form)", m.parts, m.sequences, m.length, m.form)
+    end
     if a.out ~= "-" then write_stdout(a.out, "\n") end
 end
 

@@ -61,6 +61,14 @@ function _M.positive_integer(value, option, max)
     return n
 end
 
+--- A non-negative integer option (a seed), at most MAX_INTEGER.
+function _M.non_negative_integer(value, option)
+    local n = tonumber(value)
+    if not n or n < 0 or n % 1 ~= 0 then fail("%s '%s' is not a non-negative integer", option, tostring(value)) end
+    if n > MAX_INTEGER then fail("%s '%s' is out of range: 0..%d", option, tostring(value), MAX_INTEGER) end
+    return n
+end
+
 local function positive_number(value, option)
     local x = tonumber(value)
     if not x or x <= 0 or x ~= x or x == math.huge then fail("%s '%s' is not a positive number", option, tostring(value)) end
@@ -331,6 +339,10 @@ local function run_inputs(a)
     return inputs
 end
 
+--- The two forms of a cache (--format).
+_M.FORMATS = { "json", "binary" }
+local DEFAULT_OUT = { json = "diversity_cache.json", binary = "diversity_cache.bin" }
+
 --- run's --shape values: auto (the cost model's choice between the shapes
 --- it weighs, the default), then every direct shape.
 local function run_shapes()
@@ -345,6 +357,8 @@ local function concrete_shape(shape)
 end
 
 local function validate_run(a)
+    _M.check_choice(a.format, _M.FORMATS, "--format")
+    a.out = a.out or DEFAULT_OUT[a.format]
     _M.check_choice(a.shape, run_shapes(), "--shape")
     _M.check_choice(a.precision, direct.axis_values(concrete_shape(a.shape), "precision"), "--precision")
     _M.check_choice(a.method, _M.method_names(), "--method")
@@ -394,9 +408,7 @@ local function validate_synth(a)
     if k > math.max(n, 16) then
         fail("--clusters '%s' is out of range: 1..%d (the larger of --n and 16)", a.clusters, math.max(n, 16))
     end
-    local seed = tonumber(a.seed)
-    if not seed or seed < 0 or seed % 1 ~= 0 then fail("--seed '%s' is not a non-negative integer", tostring(a.seed)) end
-    if seed > MAX_INTEGER then fail("--seed '%s' is out of range: 0..%d", a.seed, MAX_INTEGER) end
+    _M.non_negative_integer(a.seed, "--seed")
     _M.check_outputs({ { "--out", a.out } }, {}, true)
 end
 
@@ -409,10 +421,20 @@ _M.validators = {
     verify = function(a)
         optional(_M.positive_integer, a.sequences, "--sequences")
         check_progress(a)
+        optional(_M.positive_integer, a.sample, "--sample")
+        if a.sequences and a.sample then fail("--sequences and --sample both choose the sequences to check: give one") end
+        if a.seed and not a.sample then fail("--seed applies to --sample only") end
+        optional(_M.non_negative_integer, a.seed, "--seed")
         check_path(a.cache, "--cache")
         check_path(a.embeddings, "--embeddings")
     end,
+    convert = function(a)
+        if not a.out then fail("convert needs --out PATH (the cache to write)") end
+        if a.format then _M.check_choice(a.format, _M.FORMATS, "--format") end
+        _M.check_outputs({ { "--out", a.out } }, { { "convert's CACHE", a.cache } }, a.format == "json")
+    end,
     merge = function(a)
+        if a.format then _M.check_choice(a.format, _M.FORMATS, "--format") end
         if not a.out then fail("merge needs --out PATH (the merged cache to write)") end
         local inputs = {}
         for i, path in ipairs(a.parts) do inputs[i] = { "part", path } end
@@ -445,7 +467,10 @@ local function run_command(p)
         .. "(--restart discards it).")
     run:option("--embeddings", "embeddings.json to read." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
     run:option("--out", "Cache to write (atomically; a link is written through), held by OUT.lock while the run lasts; "
-        .. "- streams it to standard output (no checkpoint).", "diversity_cache.json")
+        .. "- streams it to standard output (no checkpoint). Default: diversity_cache.json, or diversity_cache.bin "
+        .. "with --format binary.")
+    run:option("--format", "The cache's form: json or binary (docs/formats.md#binary-cache; 'divgpu convert' "
+        .. "turns one into the other, byte for byte).", "json")
     run:option("--starts", "Starting items: A:B (A <= s < B), i,j,k, @FILE (one index a line) or sample:K:SEED "
         .. "(K distinct items chosen by a seeded generator, the same on every machine, in ascending order; "
         .. "docs/cli.md#starts). Default: every item.")
@@ -486,15 +511,29 @@ local function run_command(p)
 end
 
 local function file_commands(p)
-    local convert = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json.")
-    convert:argument("embeddings", "The embeddings.json to convert.")
+    local fp16 = p:command("convert-fp16", "Write embeddings_fp16.bin and its meta file next to an embeddings.json "
+        .. "(for run --precision fp16; 'convert' converts caches).")
+    fp16:argument("embeddings", "The embeddings.json to convert.")
 
-    local verify = p:command("verify", "Check a cache against the CPU mirror; names the first difference.")
+    local verify = p:command("verify", "Check a cache (either form) against the CPU mirror; names the first difference.")
+    verify:epilog("Exit status: 0 when every sequence checked agrees with the mirror, 1 for a difference (a sequence, "
+        .. "or a cache made from another table), 2 for input that cannot be read or is not valid (a missing file, "
+        .. "a truncated cache, bad JSON, a bad option).")
     verify:option("--embeddings", "embeddings.json the cache was made from." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
-    verify:option("--cache", "Cache to check.", "diversity_cache.json")
+    verify:option("--cache", "Cache to check, JSON or binary.", "diversity_cache.json")
     verify:option("--sequences", "Check only the first K sequences. Default: all.")
+    verify:option("--sample", "Check K sequences at positions chosen by --seed (the same on every machine, "
+        .. "docs/formats.md#samples-of-a-cache); the positions are printed.")
+    verify:option("--seed", "The seed of --sample's positions (default 1).")
     verify:flag("--quiet", "No progress on stderr.")
     _M.progress_options(verify)
+
+    local convert = p:command("convert", "Convert a cache between its JSON and binary forms "
+        .. "(docs/formats.md#binary-cache), byte-identical to a run that wrote that form.")
+    convert:argument("cache", "The cache to convert (either form).")
+    convert:option("--out", "Cache to write (atomically; never the input); required.")
+    convert:option("--format", "The form to write: json or binary. Default: the other form than the input's.")
+    convert:flag("--quiet", "No summary on stderr.")
 
     local merge = p:command("merge", "Check the parts of a sharded run (run --shard I/N) and merge them into one "
         .. "cache, byte-identical to the unsharded run's.")
@@ -503,6 +542,8 @@ local function file_commands(p)
         .. "the output is written atomically (an existing one stays as it was on failure).")
     merge:argument("parts", "The part files, in any order."):args("+")
     merge:option("--out", "Cache to write (atomically; - for standard output); required.")
+    merge:option("--format", "The form to write: json or binary. Default: the first part's (parts may be of "
+        .. "either form, mixed).")
     merge:flag("--quiet", "No summary on stderr.")
 
     local synth = p:command("synth", "Write a clustered synthetic embeddings.json (docs/contract.md#reference-tables).")

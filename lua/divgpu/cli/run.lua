@@ -211,7 +211,8 @@ local function open_job(a, held, r)
     end
     -- Before the device: a checkpoint of another job is refused at once.
     local cp = need(divgpu.files.checkpoint(a.out, { contract = CONTRACT[r.precision], table = e, length = r.length,
-                                                     starts = starts, restart = a.restart, shard = shard, lock = held.lock }))
+                                                     starts = starts, restart = a.restart, shard = shard, lock = held.lock,
+                                                     format = a.format }))
     held.cp, held.lock = cp, nil
     -- Batches that failed their check are said even with --quiet.
     for _, note in ipairs(cp.notes) do report.note("%s", note) end
