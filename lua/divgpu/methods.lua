@@ -117,7 +117,10 @@ function _M.choose(ctx, e, opts)
     if method ~= "auto" then
         _M.get(method, 2)
         if method == "direct" and request.shape_open then
-            local shape, why = _M.direct_shape(ctx, e, opts)
+            -- Only the plain fp32 job has the GEMM shape to weigh.
+            local shape, why = require("divgpu.methods.direct").default_shape(), "the reference shape, for precision "
+                .. tostring(opts.precision)
+            if request.plain then shape, why = _M.direct_shape(ctx, e, opts) end
             return method, "asked for; shape " .. shape .. ": " .. why, shape
         end
         return method, "asked for"
