@@ -1,5 +1,5 @@
--- Where a run's wall time goes, on one context and on two (issue 18's
--- measurement): for each method, the parts of the run summary's `wall time:`
+-- Where a run's wall time goes, on one context and on two (the measurement
+-- behind concurrent set-up on several devices): for each method, the parts of the run summary's `wall time:`
 -- line (making the jobs: tables uploaded, G built; making batches; waiting
 -- for the GPUs; recording and reading back), plus what comes before the
 -- driver (opening each device: self-tests, loop probe) and one table upload
