@@ -18,7 +18,7 @@ compare() {
 import json, os, re, sys
 doc, folder = sys.argv[1], sys.argv[2]
 text = open(doc, encoding="utf-8").read()
-found = re.search(r"Reading it with NumPy[^\n]*\n+```python\n(.*?)\n```", text, re.S)
+found = re.search(r"Reading it with NumPy.*?```python\n(.*?)\n```", text, re.S)
 if not found:
     sys.exit("docs/formats.md: no python block after 'Reading it with NumPy'")
 os.chdir(folder)
