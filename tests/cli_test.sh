@@ -201,6 +201,13 @@ expect_fail "--measure-l2 with shape baseline" "--measure-l2 applies to --shape 
 expect_fail "--precision fp16 with method gram" "--method gram runs the fp32 contract with its own kernel; --precision fp16 applies to --method direct only" \
     "${run_keep[@]}" --method gram --precision fp16
 expect_fail "--memory-budget with method direct" "it does not apply to --method direct" "${run_keep[@]}" --method direct --memory-budget 4
+expect_fail "--workgroup-size with shape gemm" "--workgroup-size applies to the scanning shapes, gram and tensor, not to --shape gemm" \
+    "${run_keep[@]}" --method direct --shape gemm --workgroup-size 32
+expect_fail "--layout with method tensor" "--layout applies to --method direct and gram" "${run_keep[@]}" --method tensor --layout rows
+expect_ok "--workgroup-size with shape auto weighs the reference only" "${run_keep[@]/keep.json/wg.json}" --method direct \
+    --workgroup-size 32 --starts 0:4 --length 10
+grep -q "^divgpu: method direct (direct: asked for)" "$tmp/stderr" && ! grep -q "gemm" "$tmp/stderr" \
+    && ok "twin: a workgroup size keeps auto's shape to the reference" || not_ok "twin: a workgroup size keeps auto's shape to the reference" "$(cat "$tmp/stderr")"
 expect_fail "--memory-budget with shape tiled" "it does not apply to --shape tiled" "${run_keep[@]}" --shape tiled --memory-budget 4
 expect_fail "--l2-bytes with a given tile" "--l2-bytes sizes the tile for --tile-size auto; it does not apply to --tile-size 8" \
     "${run_keep[@]}" --shape tiled --tile-size 8 --l2-bytes 4096

@@ -101,6 +101,31 @@ describe("the error rule", function()
         end
     end)
 
+    it("a method or shape that cannot compute the request is misuse, raised at the caller", function()
+        local e = h.shipped_head(40)
+        local line = here() + 1
+        local ok, err = pcall(function() local r = driver.run{ ctx = h.ctx(), embeddings = e, starts = { 0 }, length = 3, method = "gram", precision = "fp16" } return r end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("driver.run: method gram: ", err, 1, true)
+        line = here() + 1
+        ok, err = pcall(function() local j = vk.job(h.ctx(), e, { shape = "gemm", workgroup_size = 32 }) return j end)
+        assert.is_false(ok)
+        assert.is_nil(not_at_caller(err, line))
+        assert.matches("shape gemm takes no workgroup_size", err, 1, true)
+        -- Twins: the same requests that can run do.
+        assert(driver.run{ ctx = h.ctx(), embeddings = e, starts = { 0 }, length = 3, method = "gram" })
+        assert(vk.job(h.ctx(), e, { shape = "gemm" }))
+        -- A compiled shader with shape auto is the reference shape's, whatever the cost model would weigh.
+        local methods = require "divgpu.methods"
+        local spirv = assert(vk.shader(h.ctx(), "baseline"))
+        local method, _, shape = methods.choose(h.ctx(), e, { method = "direct", shape = "auto", spirv = spirv, length = 3 })
+        assert.are.same({ "direct", "baseline" }, { method, shape })
+        local out = assert(driver.run{ ctx = h.ctx(), embeddings = e, starts = { 0, 1 }, length = 3, method = "direct",
+                                       shape = "auto", spirv = spirv })
+        assert.is_nil(divgpu.first_difference(out, divgpu.mirror(e, divgpu.array("u32", { 0, 1 }), 3), 3))
+    end)
+
     it("twins: the checks refuse a traceback, another position, two lines, a value", function()
         local line = 10
         assert.is_not_nil(not_at_caller(THIS .. ":10: x\nstack traceback:\n\t[C]: in ?", line))

@@ -105,7 +105,11 @@ local function check_run(opts)
         error("driver.run: in_flight must be a positive integer", 3)
     end
     if opts.batch ~= nil and (type(opts.batch) ~= "number" or opts.batch < 1) then error("driver.run: batch must be >= 1", 3) end
-    if opts.method ~= nil and opts.method ~= "auto" then methods.get(opts.method, 3) end
+    if opts.method ~= nil and opts.method ~= "auto" and not (opts.job or opts.jobs) then
+        -- A method asked for must compute the request (gram has no fp16, no shape).
+        local ok, why = methods.get(opts.method, 3).serves(methods.request(opts.shape, opts.precision))
+        if not ok then error("driver.run: method " .. opts.method .. ": " .. why, 3) end
+    end
     -- (Through pcall, the native check's message carries no position: it is given the caller's.)
     local ok, err = pcall(divgpu.jobs.check_job, opts.embeddings, starts, opts.length)
     if not ok then error("driver.run: " .. tostring(err), 3) end

@@ -44,8 +44,8 @@ function _M.names()
     return names
 end
 
---- The method module `name`; raises (at the caller's caller, `level`
---- default 2) on a method no kernel names.
+--- The method module `name`; raises (at the caller, or `level` frames up)
+--- on a method no kernel names.
 function _M.get(name, level)
     for _, m in ipairs(_M.names()) do
         if m == name then return require("divgpu.methods." .. name) end
@@ -114,18 +114,23 @@ end
 function _M.choose(ctx, e, opts)
     local method = opts.method or "auto"
     local request = _M.request(opts.shape, opts.precision)
+    local direct = require "divgpu.methods.direct"
+    if (method == "auto" or method == "direct") and (opts.spirv or opts.shader_name) then
+        -- A compiled shader is a direct shape's: the one named, else the reference.
+        return "direct", "a direct-method shader was given", request.shape_open and direct.default_shape() or nil
+    end
     if method ~= "auto" then
-        _M.get(method, 2)
+        local ok, why = _M.get(method, 2).serves(request)
+        if not ok then error(string_format("method %s: %s", method, why), 2) end
         if method == "direct" and request.shape_open then
             -- Only the plain fp32 job has the GEMM shape to weigh.
-            local shape, why = require("divgpu.methods.direct").default_shape(), "the reference shape, for precision "
+            local shape, why = direct.default_shape(), "the reference shape, for precision "
                 .. tostring(opts.precision)
             if request.plain then shape, why = _M.direct_shape(ctx, e, opts) end
             return method, "asked for; shape " .. shape .. ": " .. why, shape
         end
         return method, "asked for"
     end
-    if opts.spirv or opts.shader_name then return "direct", "a direct-method shader was given" end
     local candidates = {}
     for _, name in ipairs(_M.names()) do candidates[#candidates + 1] = _M.get(name) end
     sort(candidates, function(a, b) return a.preference > b.preference end)
@@ -141,14 +146,17 @@ function _M.choose(ctx, e, opts)
         else
             passed_over[#passed_over + 1], passed_over[m.name] = why, why
         end
+        -- Auto picks nothing below the direct method, which runs everywhere:
+        -- what ranks below it is not even asked whether it fits (the tensor
+        -- filter's slices of the whole table would be made for nothing).
+        if m.name == "direct" then break end
     end
     if not first then error("no method runs this request: " .. concat(passed_over, "; "), 2) end
     if opts.length and request.plain and fits.direct then
-        local shapes = request.shape_open and { "gemm", "baseline" } or { require("divgpu.methods.direct").default_shape() }
+        local shapes = request.shape_open and { "gemm", "baseline" } or { direct.default_shape() }
         local chosen, shape, why = cheapest(ctx, e, opts, fits.gram == true, passed_over.gram, true, shapes)
         return chosen, why, request.shape_open and shape or nil
     end
-    local direct = require "divgpu.methods.direct"
     return first, first_why, first == "direct" and request.shape_open and direct.default_shape() or nil
 end
 

@@ -47,6 +47,23 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         }
         Ok(HostArray::F64(out))
     })?;
+    // The rows of `starts` as f32 columns ([D][#starts]): the GEMM shape's
+    // first centroids (each the start's row exactly), without a copy of the table.
+    m.add(lua, "gather_columns", |_, this: &Embeddings, starts: U32s| {
+        let t = &this.0;
+        let starts = starts.as_slice("starts")?;
+        let count = starts.len();
+        let mut out = vec![0f32; count * t.dim];
+        for (i, &s) in starts.iter().enumerate() {
+            if s as usize >= t.n {
+                return Err(Error::Usage(format!("start {s} is out of range: items are 0..{}", t.n)).into());
+            }
+            for (d, &x) in t.row(s as usize).iter().enumerate() {
+                out[d * count + i] = x;
+            }
+        }
+        Ok(HostArray::F32(out))
+    })?;
     // Upper bounds on every row's 2-norm (f64), for the Gram filter's bound.
     m.add(lua, "norm_bounds", |_, this: &Embeddings, ()| Ok(HostArray::F64(gram::row_norm_bounds(&this.0))))?;
     // true, or nil and why the Gram method cannot certify this table.

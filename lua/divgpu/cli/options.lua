@@ -310,6 +310,12 @@ end
 --- method only; --memory-budget plans auto's choice, which only the plain
 --- job has.
 local function check_method_options(a)
+    if a.workgroup_size and a.shape == "gemm" then
+        fail("--workgroup-size applies to the scanning shapes, gram and tensor, not to --shape gemm (its tiling sets its threads)")
+    end
+    if a.layout and a.method == "tensor" then
+        fail("--layout applies to --method direct and gram; the tensor filter reads the table by rows")
+    end
     local plain = methods.request(a.shape, a.precision).plain
     if a.method ~= "auto" and a.method ~= "direct" and not plain then
         fail("--method %s runs the fp32 contract with its own kernel; %s applies to --method direct only", a.method,

@@ -11,6 +11,7 @@ local device = require "divgpu.device"
 local driver = require "divgpu.driver"
 local failure = require "divgpu.failure"
 local methods = require "divgpu.methods"
+local direct = require "divgpu.methods.direct"
 local options = require "divgpu.cli.options"
 local report = require "divgpu.cli.report"
 
@@ -113,11 +114,11 @@ end
 --- run --stats: the writer of the per-chunk figures (divgpu.stats), its
 --- header describing this run.
 local function stats_writer(a, r)
-    local direct = r.method == "direct"
+    local is_direct = r.method == "direct"
     return need(require("divgpu.stats").writer(a.stats, {
         command = "run", table = a.embeddings, table_sha256 = r.e.sha256, items = r.e.n, dim = r.e.dim,
-        method = r.method, method_reason = r.method_note, shape = direct and r.shape or nil,
-        precision = direct and r.precision or nil, layout = r.layout, in_flight = r.in_flight, target_ms = r.target_ms,
+        method = r.method, method_reason = r.method_note, shape = is_direct and r.shape or nil,
+        precision = is_direct and r.precision or nil, layout = r.layout, in_flight = r.in_flight, target_ms = r.target_ms,
         devices = report.device_names(r.contexts), sequences = #r.starts, resumed = r.resumed, length = r.length,
         window_bins = r.method == "gram" and require("divgpu.methods.gram").histogram_labels or nil,
     }))
@@ -241,7 +242,9 @@ local function stopped_status(a, stats, cp)
 end
 
 local function run_locked(a, held)
-    local r = { shape = a.shape, precision = a.precision, in_flight = positive_integer(a.in_flight, "--in-flight"),
+    -- A workgroup size is the scanning shapes': auto then weighs the reference only.
+    local shape = (a.workgroup_size and a.shape == methods.AUTO_SHAPE) and direct.default_shape() or a.shape
+    local r = { shape = shape, precision = a.precision, in_flight = positive_integer(a.in_flight, "--in-flight"),
                 batch = a.batch and positive_integer(a.batch, "--batch"), target_ms = tonumber(a.target_ms) }
     local e, starts, cp = open_job(a, held, r)
     local stats

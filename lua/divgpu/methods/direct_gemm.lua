@@ -99,7 +99,12 @@ end
 ---   exact_underflow  false: no exact underflow path (tests; device.underflow_defines)
 function _M.job(ctx, e, opts)
     -- Called by direct.job through the descriptor: misuse is raised at
-    -- direct.job's caller, three frames up.
+    -- direct.job's caller (level 4 here, 5 in tiling_defines). Its tiling sets its threads: a
+    -- workgroup size is not taken silently (a tile size, as for every shape
+    -- that does not tile, has nothing to set).
+    if opts.workgroup_size ~= nil then
+        error("direct.job: shape gemm takes no workgroup_size (its tiling sets its threads: opts.tiling)", 4)
+    end
     local defines = tiling_defines(opts.tiling or _M.TILINGS[ctx.info.type == "cpu" and "cpu" or "gpu"])
     return catch(make_job, ctx, e, opts, defines)
 end
@@ -119,24 +124,12 @@ end
 
 local Batch = batches.class()
 
--- The starts' rows as f32 columns ([D][S]): each centroid after step 0 is its
--- start's row exactly (c = (f32) csum).
-local function centers_of(self, starts)
-    local count, dim = #starts, self.dim
-    local values = need(self.embeddings:values())
-    local centers = need(divgpu.array("f32", dim * count))
-    for i = 1, count do
-        local row = starts[i] * dim
-        for d = 0, dim - 1 do centers[d * count + i] = values[row + d + 1] end
-    end
-    return centers
-end
-
 local function make_batch(self, starts, ring, in_flight)
     local count, ctx = #starts, self.ctx
     local b = setmetatable({ job = self, count = count, ring = ring }, Batch)
     b.centroids = need(ctx:upload(need(self.embeddings:gather_f64(starts)), "centroids"))
-    b.centers = need(ctx:upload(centers_of(self, starts), "centers"))
+    -- After step 0 each centroid is its start's row exactly (c = (f32) csum).
+    b.centers = need(ctx:upload(need(self.embeddings:gather_columns(starts)), "centers"))
     b.masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, self.n)), "masks"))
     b.winners_buffer = need(ctx:buffer(count * ring * 4, "winners", "host"))
     b.partials = need(ctx:buffer(count * self.tiles * 8, "partials"))

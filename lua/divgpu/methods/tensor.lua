@@ -71,7 +71,7 @@ function _M.fits(ctx, e)
     if not ctx.info.int64 then
         return nil, string_format("device '%s' lacks shaderInt64, which the tensor filter needs", ctx.info.name)
     end
-    local ok, why = e:gram_admissible()  -- the chain's no-overflow certificate (gram.md section 6)
+    local ok, why = e:gram_admissible()  -- the chain's no-overflow certificate (docs/contract.md#no-overflow)
     if not ok then return nil, why end
     local slices, slice_why = divgpu.jobs.tensor_slices(e)
     if not slices then return nil, slice_why end
