@@ -144,7 +144,7 @@ impl Verifier {
         let max = batch_sequences(length).min(MIRROR_BATCH).min(self.total - self.done);
         let got = self.reader.next_batch(max, &mut self.batch)?;
         if got == 0 {
-            let msg = format!("ends after {} of the {} sequences its header promises", self.done, self.total);
+            let msg = format!("ends after {} sequences, before the {} to check", self.done, self.total);
             return Err(Error::input(self.reader.path(), msg));
         }
         let starts: Vec<u32> = (0..got).map(|i| self.batch.sequence(i)[0]).collect();

@@ -26,6 +26,7 @@ local _M = {}
 function _M.maker(make_batch)
     return function(job, starts, ring, in_flight)
         if type(starts) == "table" then starts = divgpu.array("u32", starts) end
+        if type(starts) ~= "userdata" then error("job:batch: starts must be a u32 array or a list of item indices", 2) end
         return catch(make_batch, job, starts, ring, in_flight)
     end
 end
