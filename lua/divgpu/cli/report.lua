@@ -197,11 +197,19 @@ function _M.run_summary(stats)
     if stats.underflow then _M.note("%s", stats.underflow) end
 end
 
+--- A device UUID (32 hex digits) as CUDA spells it, GPU-8-4-4-4-12: the
+--- form CUDA_VISIBLE_DEVICES takes (lua/divgpu/assigned_devices.lua).
+local function cuda_uuid(hex)
+    return string_format("GPU-%s-%s-%s-%s-%s", hex:sub(1, 8), hex:sub(9, 12), hex:sub(13, 16), hex:sub(17, 20),
+        hex:sub(21, 32))
+end
+
 --- `divgpu info`'s lines for one device.
 function _M.device_lines(d)
     local yes = function(b) return b and "yes" or "no" end
     return {
         string_format("%d: %s (%s)", d.index, d.name, d.type),
+        string_format("   UUID %s (CUDA_VISIBLE_DEVICES may name it so)", cuda_uuid(d.device_uuid)),
         string_format("   driver %s %s, Vulkan %s, vendor 0x%04x device 0x%04x", d.driver, d.driver_info,
             d.api_version, d.vendor_id, d.device_id),
         string_format("   shared memory %d B, workgroup <= %d threads, subgroup %d, storage buffer range %d B",
