@@ -58,7 +58,8 @@ describe("subnormals", function()
         for _, o in ipairs{ { method = "direct" }, { method = "gram" }, { method = "direct", layout = "columns" },
                             { method = "direct", shape = "tiled", tile_size = 2 },
                             { method = "direct", shape = "tile-dispatch", tile_size = 2 },
-                            { method = "direct", precision = "fp16-exact" } } do
+                            { method = "direct", precision = "fp16-exact" },
+                            { method = "direct", shape = "gemm" }, { method = "tensor" } } do
             assert.are.equal("0,2,1", sequence(run(h.ctx(), bad, start0, 3, o), 3))
         end
     end)
@@ -75,43 +76,52 @@ describe("subnormals", function()
             for _, o in ipairs{ { method = "direct" }, { method = "gram" }, { method = "direct", layout = "columns" },
                                 { method = "direct", shape = "tiled", tile_size = 2 },
                                 { method = "direct", shape = "tile-dispatch", tile_size = 2 },
-                                { method = "direct", precision = "fp16-exact" } } do
+                                { method = "direct", precision = "fp16-exact" },
+                            { method = "direct", shape = "gemm" }, { method = "tensor" } } do
                 assert.are.equal("0,2,1", sequence(run(flushing(), bad, start0, 3, o), 3))
             end
         end)
 
         it("twin: without the exact underflow path the flushed run gives the H200's [0,1,2]", function()
-            for _, method in ipairs{ "direct", "gram" } do
-                local gpu = run(flushing(), bad, start0, 3, { method = method, exact_underflow = false })
-                assert.are.equal("0,1,2", sequence(gpu, 3), method)
+            for _, o in ipairs{ { method = "direct" }, { method = "gram" }, { method = "direct", shape = "gemm" },
+                                { method = "tensor" } } do
+                o.exact_underflow = false
+                local gpu = run(flushing(), bad, start0, 3, o)
+                assert.are.equal("0,1,2", sequence(gpu, 3), o.method .. (o.shape and " " .. o.shape or ""))
             end
         end)
 
-        it("gram's bound holds there on an uncertified table (instrumented), and its 1% twin fails", function()
-            -- G's entries may flush on such a device: the bound carries G_ETA = 2^-126 for them.
-            local e = h.shipped_head(120)
-            local function max_ratio(scale)
-                local _, stats = driver.run{ ctx = flushing(), embeddings = e, starts = h.range(0, 4), length = 40,
-                    method = "gram", gram_defines = { DIVGPU_GRAM_CHECK = 1, DIVGPU_BOUND_SCALE = scale } }
-                return stats.gram.max_ratio
-            end
-            local ratio = max_ratio("1.0lf")
-            assert(ratio > 0 and ratio <= 1, "max |exact - approx| / bound = " .. ratio)
-            local twin = max_ratio("0.01lf")
-            assert(twin > 1, "a bound shrunk to 1% was not caught: ratio " .. twin)
-        end)
+        -- G's entries may flush on such a device: gram's bound carries G_ETA = 2^-126 for them; the
+        -- tensor filter's slices and bound are f64 (shaders/tensor.md section 1).
+        for _, m in ipairs{ { "gram", "gram_defines", "DIVGPU_GRAM_CHECK" }, { "tensor", "tensor_defines", "DIVGPU_TENSOR_CHECK" } } do
+            local method, option, check = m[1], m[2], m[3]
+            it(method .. "'s bound holds there on an uncertified table (instrumented), and its 1% twin fails", function()
+                local e = h.shipped_head(120)
+                local function max_ratio(scale)
+                    local args = { ctx = flushing(), embeddings = e, starts = h.range(0, 4), length = 40, method = method,
+                                   [option] = { [check] = 1, DIVGPU_BOUND_SCALE = scale } }
+                    local _, stats = assert(driver.run(args))
+                    return stats[method].max_ratio
+                end
+                local ratio = max_ratio("1.0lf")
+                assert(ratio > 0 and ratio <= 1, "max |exact - approx| / bound = " .. ratio)
+                local twin = max_ratio("0.01lf")
+                assert(twin > 1, "a bound shrunk to 1% was not caught: ratio " .. twin)
+            end)
+        end
 
-        it("tables with and without the certificate give the contract's bytes (direct and gram)", function()
+        it("tables with and without the certificate give the contract's bytes (every method, the GEMM shape)", function()
             local tables = { divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }, h.shipped_head(120) }
             assert.is_true((tables[1]:subnormal_certificate()))
             assert.is_nil((tables[2]:subnormal_certificate()))  -- MiniLM's near-zero dimensions 127 and 223
             for _, e in ipairs(tables) do
                 local starts = h.range(0, 6)
                 local cpu = divgpu.mirror(e, starts, 60)
-                for _, method in ipairs{ "direct", "gram" } do
-                    local gpu = run(flushing(), e, starts, 60, { method = method })
+                for _, o in ipairs{ { method = "direct" }, { method = "gram" }, { method = "direct", shape = "gemm" },
+                                    { method = "tensor" } } do
+                    local gpu = run(flushing(), e, starts, 60, o)
                     local d = divgpu.first_difference(gpu, cpu, 60)
-                    assert(not d, method .. ": " .. h.describe_difference(d))
+                    assert(not d, o.method .. (o.shape and " " .. o.shape or "") .. ": " .. h.describe_difference(d))
                 end
             end
         end)
