@@ -14,34 +14,12 @@ local function run_gram(e, starts, length, opts)
     return driver.run(args)
 end
 
-local function assert_identical(e, starts, length, opts)
-    local gpu, stats = run_gram(e, starts, length, opts)
-    local d = divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length)
-    assert(d == nil, h.describe_difference(d))
-    assert.are.equal("gram", stats.method)
-    return stats
-end
+local assert_identical, assert_differs = h.mirror_checks(run_gram, "gram")
+local function ties_table(n, dim) return h.ties_table(n, dim, 12345) end
+local near_ties = h.near_ties
 
-local function assert_differs(e, starts, length, opts)
-    local gpu = run_gram(e, starts, length, opts)
-    assert.is_not_nil(divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length),
-        "the perturbed variant gave the contract's output: the check is vacuous")
-end
 
---- A table whose values are multiples of 1/8 in [-1, 1]: scores tie exactly.
-local function ties_table(n, dim)
-    local rows, seed = {}, 12345
-    for j = 1, n do
-        local row = {}
-        for d = 1, dim do
-            seed = (seed * 1103515245 + 12345) % 2147483648
-            row[d] = (seed % 17 - 8) / 8
-        end
-        if dim == 1 or row[1] == 0 then row[1] = 0.125 * (1 + j % 3) end  -- never a zero row
-        rows[j] = row
-    end
-    return h.load_rows(rows)
-end
+
 
 --- The instrumented build: max |exact - approx| / bound over every candidate-step.
 local function max_ratio(e, starts, length, scale, opts)
@@ -52,10 +30,6 @@ local function max_ratio(e, starts, length, scale, opts)
     return stats.gram.max_ratio
 end
 
---- Clustered with tiny noise: near-ties everywhere, windows of dozens.
-local function near_ties()
-    return divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }
-end
 
 local TABLES = {
     { "near-ties (noise 1e-5: windows of dozens)", near_ties, 32, 300 },

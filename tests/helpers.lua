@@ -129,4 +129,46 @@ function M.assert_no_validation_messages()
     assert(#messages == 0, #messages .. " validation message(s):\n" .. table.concat(messages, "\n"))
 end
 
+--- A table whose values are multiples of 1/8 in [-1, 1], from a seeded
+--- generator (never a zero row): scores tie exactly.
+function M.ties_table(n, dim, seed)
+    local rows = {}
+    for j = 1, n do
+        local row = {}
+        for d = 1, dim do
+            seed = (seed * 1103515245 + 12345) % 2147483648
+            row[d] = (seed % 17 - 8) / 8
+        end
+        if dim == 1 or row[1] == 0 then row[1] = 0.125 * (1 + j % 3) end
+        rows[j] = row
+    end
+    return M.load_rows(rows)
+end
+
+--- Clustered with tiny noise: near-ties everywhere, windows of dozens.
+function M.near_ties()
+    return assert(require("divgpu").synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 })
+end
+
+--- A method spec's two parity checks against the CPU mirror, from its
+--- `run(e, starts, length, opts, run_opts)` -> sequences, stats:
+--- assert_identical (and, where `method` is given, that the run used it)
+--- and assert_differs, the twin's (a perturbed variant must differ).
+function M.mirror_checks(run, method)
+    local divgpu = require "divgpu"
+    local function assert_identical(e, starts, length, opts, run_opts)
+        local gpu, stats = run(e, starts, length, opts, run_opts)
+        local d = divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length)
+        assert(d == nil, M.describe_difference(d))
+        if method then assert(stats.method == method, "the run used method " .. tostring(stats.method)) end
+        return stats
+    end
+    local function assert_differs(e, starts, length, opts, run_opts)
+        local gpu = run(e, starts, length, opts, run_opts)
+        assert(divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length),
+            "the perturbed variant gave the contract's output: the check is vacuous")
+    end
+    return assert_identical, assert_differs
+end
+
 return M

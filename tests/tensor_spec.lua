@@ -15,19 +15,11 @@ local function run(e, starts, length, opts, run_opts)
     return assert(driver.run(args))
 end
 
-local function assert_identical(e, starts, length, opts, run_opts)
-    local gpu, stats = run(e, starts, length, opts, run_opts)
-    local d = divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length)
-    assert(d == nil, h.describe_difference(d))
-    assert.are.equal("tensor", stats.method)
-    return stats
-end
+local assert_identical, assert_differs = h.mirror_checks(run, "tensor")
+local function ties_table(n, dim) return h.ties_table(n, dim, 777) end
+local near_ties = h.near_ties
 
-local function assert_differs(e, starts, length, opts)
-    local gpu = run(e, starts, length, opts)
-    assert.is_not_nil(divgpu.first_difference(gpu, divgpu.mirror(e, starts, length), length),
-        "the perturbed variant gave the contract's output: the check is vacuous")
-end
+
 
 --- The instrumented build: max |exact - approx| / bound over every candidate-step.
 local function max_ratio(e, starts, length, scale)
@@ -35,21 +27,7 @@ local function max_ratio(e, starts, length, scale)
     return stats.tensor.max_ratio
 end
 
-local function ties_table(n, dim)
-    local rows, seed = {}, 777
-    for j = 1, n do
-        local row = {}
-        for d = 1, dim do
-            seed = (seed * 1103515245 + 12345) % 2147483648
-            row[d] = (seed % 17 - 8) / 8
-        end
-        if row[1] == 0 then row[1] = 0.125 * (1 + j % 3) end
-        rows[j] = row
-    end
-    return h.load_rows(rows)
-end
 
-local function near_ties() return assert(divgpu.synth{ n = 300, dim = 64, clusters = 8, seed = 3, noise = 1e-5 }) end
 
 local TABLES = {
     { "near-ties (windows of dozens)", near_ties, 16, 300 },
