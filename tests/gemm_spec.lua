@@ -9,7 +9,7 @@ local h = require "tests.helpers"
 local function run(e, starts, length, opts, run_opts)
     opts = opts or {}
     local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "direct", shape = "gemm",
-                   layout = opts.layout, gemm_tiling = opts.tiling, gemm_defines = opts.defines }
+                   layout = opts.layout, gemm_tiling = opts.tiling, direct_defines = opts.defines }
     for k, v in pairs(run_opts or {}) do args[k] = v end
     local out, stats = assert(driver.run(args))
     return out, stats

@@ -8,9 +8,7 @@
 -- contract perturbed (shaders/include/contract.glsl, DIVGPU_PERTURB), on a
 -- table where that perturbation is known to change a winner, must fail it.
 local divgpu = require "divgpu"
-local vk = require "divgpu.vk_compute"
 local direct = require "divgpu.methods.direct"
-local kernel = require "divgpu.kernel"
 local driver = require "divgpu.driver"
 local h = require "tests.helpers"
 
@@ -41,20 +39,9 @@ end
 
 --- Runs config c on the GPU through the real driver; perturb = DIVGPU_PERTURB or nil.
 local function run(c, precision, e, starts, length, tile, perturb)
-    local spirv, defines
-    local d = direct.descriptor(c.shape)
-    if perturb and d.job then
-        -- A shape that makes its own job compiles its device's variant
-        -- itself: the perturbation goes in as a define, the rest unchanged.
-        defines = { DIVGPU_PERTURB = perturb }
-    elseif perturb then
-        local choice = { layout = c.layout }
-        if kernel.axis_values(d, "precision") then choice.precision = precision end
-        spirv = assert(vk.shader(h.ctx(), kernel.variant(d, choice), { DIVGPU_PERTURB = perturb }))
-    end
     local out, stats = driver.run{ ctx = h.ctx(), embeddings = e, starts = starts, length = length,
         method = "direct", shape = c.shape, layout = c.layout, precision = precision, tile_size = tile,
-        ring = RING, in_flight = IN_FLIGHT, spirv = spirv, gemm_defines = defines }
+        ring = RING, in_flight = IN_FLIGHT, direct_defines = perturb and { DIVGPU_PERTURB = perturb } or nil }
     assert_conditions(stats, length)
     return out
 end

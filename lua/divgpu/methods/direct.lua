@@ -35,7 +35,7 @@ _M.DEFAULTS = { precision = "fp32", layout = "rows" }
 -- The run's options (driver.run) its job takes: { run option = job option }.
 _M.options = { shape = "shape", precision = "precision", tile_size = "tile_size", layout = "layout",
                workgroup_size = "workgroup_size", spirv = "spirv", shader_name = "name",
-               exact_underflow = "exact_underflow", gemm_tiling = "tiling", gemm_defines = "defines" }
+               exact_underflow = "exact_underflow", gemm_tiling = "tiling", direct_defines = "defines" }
 
 --- The direct method's shapes, the reference first.
 function _M.shapes()
@@ -191,7 +191,13 @@ local function make_job(ctx, e, d, opts)
     self.descriptor = setmetatable({ bindings = bindings }, { __index = d })
     local underflow
     underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
-    local spirv = opts.spirv or need(device.shader(ctx, self.shader_name, underflow or nil))
+    local defines = underflow
+    if opts.defines then
+        defines = {}
+        for k, v in pairs(underflow or {}) do defines[k] = v end
+        for k, v in pairs(opts.defines) do defines[k] = v end
+    end
+    local spirv = opts.spirv or need(device.shader(ctx, self.shader_name, defines))
     self.kernel = need(kernel.new(ctx, self.descriptor, { variant = self.shader_name, spirv = spirv, name = opts.name,
                                                          constants = { workgroup_size = wg, max_dim = e.dim } }))
     self.pipeline = self.kernel.pipeline
