@@ -295,7 +295,8 @@ pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
 /// `v` read as `rows` x `cols` (row-major), returned by columns. In square
 /// blocks, so that both the reads and the writes stay within a few cache
 /// lines at a time: the plain column-by-column gather strides the whole
-/// table for every column (3.8x slower on a 16,384 x 2,048 table).
+/// table for every column (378 ms against 93 ms for a 16,384 x 2,048 f32
+/// table on a 2-core development machine, one timing each).
 fn transpose<T: Copy + Default>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
     const BLOCK: usize = 64;
     let mut out = vec![T::default(); v.len()];
