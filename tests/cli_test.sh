@@ -538,7 +538,7 @@ expect_ok "plot draws an interrupted run" $divgpu plot "$tmp/int.jsonl" --x elap
 uuid=$(LUA_CPATH='build/?.so;;' luajit -e 'local u = require("divgpu").devices{}[1].device_uuid
     io.write("GPU-", u:sub(1, 8), "-", u:sub(9, 12), "-", u:sub(13, 16), "-", u:sub(17, 20), "-", u:sub(21, 32))')
 small=(--embeddings "$tmp/e.json" --starts 0:2 --length 5)
-$divgpu info 2>/dev/null | grep -qx "   UUID $uuid (CUDA_VISIBLE_DEVICES may name it so)" \
+grep -qx "   UUID $uuid (CUDA_VISIBLE_DEVICES may name it so)" <<<"$($divgpu info 2>/dev/null)" \
     && ok "info prints the device's UUID as CUDA spells it" || not_ok "info prints the device's UUID as CUDA spells it" "$($divgpu info 2>&1 | head -3)"
 expect_ok "CUDA_VISIBLE_DEVICES with the device's UUID" env CUDA_VISIBLE_DEVICES="$uuid" $divgpu run "${small[@]}" --out "$tmp/uuid.json"
 grep -q "^divgpu: devices 0 from CUDA_VISIBLE_DEVICES=$uuid (matched by UUID)$" "$tmp/stderr" \

@@ -170,9 +170,11 @@ else
 fi
 
 # build_installs_nothing MAKEFILE: `make -n build` has no apt, dpkg or sudo line.
-build_installs_nothing() { ! make -nB -f "$1" build 2>&1 | grep -Eq '(^|[ ;])(sudo|apt-get|apt|dpkg)( |$)'; }
+# (make's output is read whole before grep -q: under pipefail a grep that stops at its first match
+# can end make with SIGPIPE, and the check then fails or passes by timing.)
+build_installs_nothing() { ! grep -Eq '(^|[ ;])(sudo|apt-get|apt|dpkg)( |$)' <<<"$(make -nB -f "$1" build 2>&1)"; }
 # reaches_deps MAKEFILE TARGET: `make -n TARGET` runs deps' apt-get.
-reaches_deps() { make -nB -f "$1" "$2" 2>&1 | grep -q 'apt-get install'; }
+reaches_deps() { grep -q 'apt-get install' <<<"$(make -nB -f "$1" "$2" 2>&1)"; }
 check "make -n build installs nothing" build_installs_nothing Makefile
 check "make -n test reaches deps" reaches_deps Makefile test
 check "make -n run reaches deps" reaches_deps Makefile run

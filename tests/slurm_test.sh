@@ -58,7 +58,7 @@ cleanup() {
     if [ ${#jobs_submitted[@]} -gt 0 ]; then
         scancel "${jobs_submitted[@]}" 2>/dev/null
         for _ in $(seq 150); do
-            if ! squeue -h -j "$(IFS=,; echo "${jobs_submitted[*]}")" 2>/dev/null | grep -q . \
+            if [ -z "$(squeue -h -j "$(IFS=,; echo "${jobs_submitted[*]}")" 2>/dev/null)" ] \
                 && ! compgen -G "$tmp/spool/localhost_*" >/dev/null; then break; fi
             sleep 0.2
         done
@@ -150,7 +150,7 @@ done
 wait_jobs() {
     local ids; ids=$(IFS=,; echo "$*")
     local deadline=$(($(date +%s) + timeout))
-    while squeue -h -j "$ids" 2>/dev/null | grep -q .; do
+    while [ -n "$(squeue -h -j "$ids" 2>/dev/null)" ]; do
         [ "$(date +%s)" -ge $deadline ] && return 1
         sleep 1
     done
@@ -164,7 +164,7 @@ ids=$(DIVGPU_EMBEDDINGS=$embeddings DIVGPU_OUT_DIR=$tmp/out DIVGPU_LENGTH=$lengt
 read -r array merge <<<"$ids"
 jobs_submitted+=("$array" "$merge")
 ok "submitted the array (job $array) and the merge (job $merge)"
-scontrol show job "$merge" | grep -q "Dependency=afterok:${array}_\*" \
+grep -q "Dependency=afterok:${array}_\*" <<<"$(scontrol show job "$merge")" \
     && ok "the merge depends on every task of the array (afterok)" \
     || not_ok "the merge depends on every task of the array (afterok)" "$(scontrol show job "$merge")"
 wait_jobs "$array" "$merge" || fail_now "the array and the merge finish within $timeout s"
