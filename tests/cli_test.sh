@@ -43,10 +43,20 @@ grep -q "^divgpu: method gram (auto: estimated gram .*, direct gemm .*, direct b
     && grep -q "^divgpu: gram: G built in" "$tmp/stderr" \
     && ok "auto picks gram for a long job by its estimates, and the summary counts windows" \
     || not_ok "auto picks gram for a long job by its estimates, and the summary counts windows" "$(cat "$tmp/stderr")"
-expect_ok "run --method auto, one step" $divgpu run --embeddings "$tmp/e64.json" --out "$tmp/auto1.json" --starts 0:1 --length 2
+expect_ok "run --method auto, one step" $divgpu run --embeddings "$tmp/e64.json" --out "$tmp/auto1.json" --starts 0:16 --length 2
 grep -q "^divgpu: method direct, shape gemm (auto: estimated gram " "$tmp/stderr" \
     && ok "twin: auto picks the GEMM shape for a job that cannot repay G" \
     || not_ok "twin: auto picks the GEMM shape for a job that cannot repay G" "$(cat "$tmp/stderr")"
+# One sequence fills one row of the GEMM shape's 16-row tile here, and pays for all 16: baseline.
+expect_ok "run --method auto, one sequence" $divgpu run --embeddings "$tmp/e64.json" --out "$tmp/auto1s.json" --starts 0:1 --length 2
+grep -q "^divgpu: method direct, shape baseline (auto: estimated gram " "$tmp/stderr" \
+    && ok "auto weighs the GEMM tile's empty rows: one sequence runs baseline" \
+    || not_ok "auto weighs the GEMM tile's empty rows: one sequence runs baseline" "$(cat "$tmp/stderr")"
+# bench's auto chooses as run's does, for its own sequences and steps.
+expect_ok "bench auto, one step" $divgpu bench auto direct:baseline --embeddings "$tmp/e64.json" --sequences 16 --steps 1 \
+    --pairs 1 --parity-sequences 1
+grep -q "^divgpu: auto: method direct, shape gemm (auto: estimated gram " "$tmp/stderr" && grep -q "^auto (direct) " "$tmp/stdout" \
+    && ok "bench auto weighs the shapes by cost, as run" || not_ok "bench auto weighs the shapes by cost, as run" "$(cat "$tmp/stderr")"
 $divgpu verify --embeddings "$tmp/e64.json" --cache "$tmp/auto1.json" >/dev/null 2>&1 \
     && ok "the GEMM shape's cache verifies against the mirror" || not_ok "the GEMM shape's cache verifies against the mirror"
 $divgpu synth --n 1000 --dim 8 --seed 5 --out "$tmp/e1000.json" >/dev/null

@@ -43,6 +43,18 @@ describe("cost: auto's choice by estimated seconds", function()
         assert.are.equal("direct", cost.choose(job(262144, 768, 4096, 257), tc).method)
     end)
 
+    it("one sequence on a device whose GEMM tile holds 128 runs baseline: the tile's empty rows are paid", function()
+        local tiled = { name = "a simulated H200", memory = 140e9, gram_ok = false, rates = H200.rates, gemm_rows = 128 }
+        local c = cost.choose(job(65536, 768, 1, 201), tiled)
+        assert.are.equal("baseline", c.shape, c.why)
+        assert.are.equal("gemm", cost.choose(job(65536, 768, 4096, 201), tiled).shape)
+    end)
+
+    it("twin: with a tile of one row the GEMM shape would win the one sequence", function()
+        local untiled = { name = "untiled", memory = 140e9, gram_ok = false, rates = H200.rates, gemm_rows = 1 }
+        assert.are.equal("gemm", cost.choose(job(65536, 768, 1, 201), untiled).shape)
+    end)
+
     it("a budget too small for G, or a device without gram, runs direct", function()
         local small = { name = "small", memory = 1e8, gram_ok = true, rates = H200.rates }
         assert.are.equal("direct", cost.choose(job(8359, 768, 3584, 8359), small).method)

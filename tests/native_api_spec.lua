@@ -63,6 +63,17 @@ describe("loading embeddings.json", function()
         os.remove(b)
     end)
 
+    it("columns() is values() by columns, element for element; twin: values() itself is not", function()
+        local e = divgpu.synth{ n = 67, dim = 5, clusters = 3, seed = 2 }  -- neither side a multiple of the transpose's blocks
+        local v, c = e:values(), e:columns()
+        assert.are.equal(67 * 5, #c)
+        for i = 0, 66 do
+            for d = 0, 4 do assert.are.equal(v[i * 5 + d + 1], c[d * 67 + i + 1]) end
+        end
+        assert.is_true(c:equals(v:transposed(67, 5)))
+        assert.is_false(c:equals(v))
+    end)
+
     it("parses to the nearest f64, then rounds to f32 (docs/contract.md#fp32-chain)", function()
         -- Just above 1 + 2^-24: its nearest f64 is exactly 1 + 2^-24, a tie that
         -- rounds to even (1.0) in f32. A direct decimal -> f32 parse would give

@@ -11,7 +11,8 @@
 -- device: { shapes = the direct shapes to weigh (default gemm and baseline),
 --           rates = { f32_chain = FMA/s of the contract's chain, f64_fma = FMA/s,
 --           copy = bytes/s, dispatch = seconds a dispatch costs, int8_mac = int8
---           multiply-adds/s (where known) }, memory = bytes the job may use,
+--           multiply-adds/s (where known) }, gemm_rows = the sequences one tile
+--           of the GEMM shape computes at once (default 1), memory = bytes the job may use,
 --           gram_ok = true | false, why_not = "..." (when not), tensor_ok = true
 --           when the tensor filter can run, name = "..." }
 
@@ -41,9 +42,15 @@ function _M.gram_seconds(job, rates)
 end
 
 --- Seconds of the direct method in a shape ("gemm" or "baseline"): every
---- pair's chain, every step.
-function _M.direct_seconds(job, rates, shape)
-    local fmas = job.sequences * (job.length - 1) * job.n * job.dim
+--- pair's chain, every step. A GEMM tile computes `gemm_rows` sequences
+--- whether or not the batch fills it (the empty rows' chains are paid too).
+function _M.direct_seconds(job, rates, shape, gemm_rows)
+    local rows = job.sequences
+    if shape == "gemm" then
+        local tile = gemm_rows or 1
+        rows = math.ceil(rows / tile) * tile
+    end
+    local fmas = rows * (job.length - 1) * job.n * job.dim
     local dispatches = (job.length - 1) * (shape == "gemm" and 2 or 1)
     return fmas / (rates.f32_chain * _M.EFFICIENCY[shape]) + dispatches * rates.dispatch
 end
@@ -75,7 +82,7 @@ function _M.choose(job, device)
     local rates = device.rates
     local estimates, best, best_s = {}, nil, huge
     for _, shape in ipairs(device.shapes or { "gemm", "baseline" }) do
-        estimates[shape] = _M.direct_seconds(job, rates, shape)
+        estimates[shape] = _M.direct_seconds(job, rates, shape, device.gemm_rows)
         if estimates[shape] < best_s then best, best_s = shape, estimates[shape] end
     end
     local batch = min(job.sequences, 64)

@@ -83,7 +83,7 @@ local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram, shapes)
     local cost, rates = require "divgpu.cost", require("divgpu.rates").of(ctx)
     local choice = cost.choose({ n = e.n, dim = e.dim, sequences = opts.sequences or 1, length = opts.length },
         { rates = rates, memory = math.huge, gram_ok = gram_fits, why_not = gram_why, tensor_ok = false,
-          name = ctx.info.name, shapes = shapes })
+          name = ctx.info.name, shapes = shapes, gemm_rows = require("divgpu.methods.direct_gemm").tile_rows(ctx.info) })
     local parts = {}
     for _, k in ipairs{ "gram", "gemm", "baseline" } do
         local s = choice.estimates[k]

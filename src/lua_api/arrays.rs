@@ -297,7 +297,7 @@ pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
 /// lines at a time: the plain column-by-column gather strides the whole
 /// table for every column (378 ms against 93 ms for a 16,384 x 2,048 f32
 /// table on a 2-core development machine, one timing each).
-fn transpose<T: Copy + Default>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
+pub(super) fn transpose<T: Copy + Default>(v: &[T], rows: usize, cols: usize) -> Vec<T> {
     const BLOCK: usize = 64;
     let mut out = vec![T::default(); v.len()];
     for r0 in (0..rows).step_by(BLOCK) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Value};
 
-use super::arrays::{HostArray, U32s};
+use super::arrays::{transpose, HostArray, U32s};
 use super::boundary::{function, methods_index, Methods};
 use crate::contract::{fp16, gram, synth, table::Table, table_file};
 use crate::error::Error;
@@ -26,6 +26,11 @@ fn answer(r: Result<(), String>) -> (Option<bool>, Option<String>) {
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, TYPE)?;
     m.add(lua, "values", |_, this: &Embeddings, ()| Ok(HostArray::F32(this.0.data.clone())))?;
+    // By columns straight from the table: `values():transposed(n, dim)`
+    // without the row-major copy in between (1.5 GB at 1,048,576 x 384).
+    m.add(lua, "columns", |_, this: &Embeddings, ()| {
+        Ok(HostArray::F32(transpose(&this.0.data, this.0.n, this.0.dim)))
+    })?;
     m.add(lua, "inv_norms", |_, this: &Embeddings, ()| Ok(HostArray::F32(this.0.inv_norm.clone())))?;
     m.add(lua, "to_fp16", |_, this: &Embeddings, ()| Ok(HostArray::U16(fp16::to_fp16(&this.0)?)))?;
     // The table E' = (f32)E16 that the `fp16` contract runs on.

@@ -16,8 +16,8 @@
 -- one of another method is METHOD[:kIN_FLIGHT][:columns] (`gram`); `auto` is
 -- whichever `run --method auto` would pick (docs/contract.md#auto). A
 -- configuration named by a shape runs the method of `--method` (default
--- auto: gram for baseline fp32 where G fits); `direct:SHAPE...` always runs
--- the direct method. Its options are cli/options.lua's.
+-- auto: the cheaper of gram and that shape by the cost model, as run);
+-- `direct:SHAPE...` always runs the direct method. Its options are cli/options.lua's.
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
@@ -55,9 +55,10 @@ local function parse_config(text, default_method)
     local method = default_method
     local shape_default = options.shapes()[1]
     if is_method(parts[1]) then
-        -- A method's configuration: METHOD[:kIN_FLIGHT][:columns|rows].
+        -- A method's configuration: METHOD[:kIN_FLIGHT][:columns|rows]; auto
+        -- leaves the direct method's shape open, as run's default --shape does.
         method = parts[1]
-        parts[1] = shape_default
+        parts[1] = method == "auto" and methods.AUTO_SHAPE or shape_default
     elseif parts[1] == "direct" then
         -- direct:SHAPE[...]: the direct method whatever --method says.
         method = "direct"
@@ -65,7 +66,9 @@ local function parse_config(text, default_method)
         parts[1] = parts[1] or shape_default
     end
     local label = "configuration '" .. text .. "': "
-    local c = { name = text, method = method, shape = check_choice(parts[1], options.shapes(), label .. "shape"),
+    local shape = parts[1] == methods.AUTO_SHAPE and method == "auto" and parts[1]
+        or check_choice(parts[1], options.shapes(), label .. "shape")
+    local c = { name = text, method = method, shape = shape,
                 precision = "fp32", in_flight = 2, layout = "rows" }
     for i = 2, #parts do
         local p = parts[i]
@@ -185,8 +188,9 @@ local function bench_job(a)
     return e, starts, steps + 1
 end
 
---- Each configuration with its table, tile, method and job, made once.
-local function prepare(a, ctx, e, count)
+--- Each configuration with its table, method, tile and job, made once; auto
+--- weighs the methods by cost for `count` sequences of `length`, as run does.
+local function prepare(a, ctx, e, count, length)
     local e16 -- E' for fp16 configurations, made once
     local configs = {}
     for i, text in ipairs(a.configs) do
@@ -196,13 +200,14 @@ local function prepare(a, ctx, e, count)
             e16 = e16 or need(e:fp16_rounded())
             c.table = e16
         end
-        c.tile, c.tile_note = run_command.choose_tile(ctx, c.table, c.shape, c.precision,
-                                                      c.tile and tostring(c.tile) or "auto", a.l2_bytes)
         c.contract = c.precision == "fp16" and "fp16" or "fp32"
         local asked, why = c.method, nil
         local shape
-        c.method, why, shape = run_command.choose_method(ctx, c.table, { method = asked }, c.shape, c.precision, count)
+        c.method, why, shape = run_command.choose_method(ctx, c.table, { method = asked }, c.shape, c.precision, count,
+                                                         length)
         if shape then c.shape = shape end
+        c.tile, c.tile_note = run_command.choose_tile(ctx, c.table, c.shape, c.precision,
+                                                      c.tile and tostring(c.tile) or "auto", a.l2_bytes)
         if asked == "auto" then
             c.name = c.name .. " (" .. c.method .. ")"
             io_stderr:write("divgpu: ", text, ": ", why, "\n")
@@ -303,7 +308,7 @@ function _M.command(a)
     _M.validate(a)
     local e, starts, length = bench_job(a)
     local ctx = need(device.open{ device = options.device_option(a.device) })
-    local configs = prepare(a, ctx, e, #starts)
+    local configs = prepare(a, ctx, e, #starts, length)
     local batch = a.batch and positive_integer(a.batch, "--batch")
     -- Wall time is measured here, around the whole run, so that it covers
     -- everything in flight removes (recording, submission, waits).

@@ -35,6 +35,12 @@ _M.TILINGS = {
     cpu = { wx = 8, wy = 8, rows = 2, columns = 2, slice = 8 },
 }
 local SHIPPED = _M.TILINGS.gpu
+
+--- The sequences one tile computes at once on this device (its default tiling).
+function _M.tile_rows(info)
+    local t = _M.TILINGS[info.type == "cpu" and "cpu" or "gpu"]
+    return t.wy * t.rows
+end
 local MICROTILE = { [1] = true, [2] = true, [4] = true, [8] = true }
 
 local function same_tiling(a, b)
@@ -77,9 +83,8 @@ local function make_job(ctx, e, opts, defines)
                                 method = "direct", shape = "gemm", precision = "fp32",
                                 workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
                                 tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
-    local values = need(e:values())
     need(device.upload_all(ctx, {
-        { "table_buffer", opts.layout == "columns" and need(values:transposed(n, dim)) or values, "embeddings" },
+        { "table_buffer", need(opts.layout == "columns" and e:columns() or e:values()), "embeddings" },
         { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }, self))
     local underflow
     underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)

@@ -317,7 +317,7 @@ local function make_job(ctx, e, opts)
                    { "row_norm_buffer", need(e:norm_bounds()), "row norm bounds" },
                    { "factors_buffer", need(divgpu.jobs.gram_factors(e)), "gram bound factors" } }
     if opts.layout == "columns" then
-        list[#list + 1] = { "table_buffer", need(need(e:values()):transposed(e.n, e.dim)), "embeddings by columns" }
+        list[#list + 1] = { "table_buffer", need(e:columns()), "embeddings by columns" }
     end
     local uploaded = need(device.upload_all(ctx, list, {}))
     local rows_table = uploaded.rows_table
