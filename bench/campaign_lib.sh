@@ -1,7 +1,8 @@
 # Sourced by the device campaigns (bench/gram_campaign.sh,
 # bench/multi_gpu_campaign.sh): the device's paths, then helpers that make
 # tables, time whole commands and compare outputs. Needs OUT and LOGS set.
-source bench/device_env.sh
+# SMALL=1 (a dry run on this machine) leaves the device's shim out.
+[ "${SMALL:-0}" = 1 ] || source bench/device_env.sh
 
 table() {  # table N -> path of a clustered synthetic table (docs/contract.md#reference-tables), made here
     local dir=/tmp/synth_$1

@@ -2,7 +2,7 @@
 PyTorch direct peer, each in one long-lived process that loaded the table once.
 
   python3 bench/whole_run_pairs.py --embeddings E.json --starts 0:3584 --length 8359 \
-      --pairs 24 [--method gram] [--out-dir DIR] [--json R.json]
+      --pairs 24 [--method gram|direct|tensor|auto] [--shape gemm] [--out-dir DIR] [--json R.json]
 
 Both sides start (bench/serve_run.lua and bench/peers/torch_direct.py --serve),
 run the job once each as a warm-up (that run also writes their caches, which
@@ -58,7 +58,8 @@ def main():
     p.add_argument("--starts", required=True, help="A:B")
     p.add_argument("--length", type=int, required=True)
     p.add_argument("--pairs", type=int, default=24)
-    p.add_argument("--method", default="gram", choices=["gram", "direct", "auto"])
+    p.add_argument("--method", default="gram", choices=["gram", "direct", "tensor", "auto"])
+    p.add_argument("--shape", help="the direct method's shape (gemm, baseline, auto: the cost model's); default the reference")
     p.add_argument("--peer-device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--out-dir", default="/tmp/whole_run_pairs")
     p.add_argument("--json", help="write every run's time and the summary here")
@@ -68,7 +69,7 @@ def main():
     peer_cache = os.path.join(a.out_dir, "torch_direct.json")
 
     divgpu = Server("divgpu", ["luajit", os.path.join(HERE, "serve_run.lua"), a.embeddings, a.starts,
-                               str(a.length), a.method, prefix])
+                               str(a.length), a.method, prefix] + ([a.shape] if a.shape else []))
     torch = Server("torch_direct", [sys.executable, os.path.join(HERE, "peers", "torch_direct.py"),
                                     "--embeddings", a.embeddings, "--starts", a.starts,
                                     "--length", str(a.length), "--out", peer_cache, "--serve",
@@ -77,7 +78,7 @@ def main():
     reference = sha256(first_d["out"])
     cmp = subprocess.run([sys.executable, os.path.join(HERE, "peers", "compare.py"), first_d["out"], peer_cache],
                          capture_output=True, text=True, check=True).stdout.strip()
-    print(f"warm-up: divgpu ({first_d['method']}) {first_d['seconds']:.3f} s, "
+    print(f"warm-up: divgpu ({first_d['method']}, shape {first_d.get('shape')}) {first_d['seconds']:.3f} s, "
           f"torch_direct {first_t['seconds']:.3f} s; {cmp}", flush=True)
 
     runs, ratios = [], []
@@ -104,7 +105,7 @@ def main():
     ds = [r["divgpu_seconds"] for r in runs]
     ts = [r["torch_seconds"] for r in runs]
     summary = {
-        "pairs": a.pairs, "method": first_d["method"], "compare": cmp,
+        "pairs": a.pairs, "method": first_d["method"], "shape": first_d.get("shape"), "compare": cmp,
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "divgpu_won": sum(r < 1 for r in ratios),
         "divgpu_median_seconds": statistics.median(ds), "divgpu_min": min(ds), "divgpu_max": max(ds),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use super::buffer::{checked_range, Buffer};
+use super::buffer::{checked_range, copy_regions, Buffer, MAX_COPY_REGION};
 use super::device::Device;
 use super::pipeline::BindGroup;
 use super::queue::{create_pool_and_buffer, submit};
@@ -198,7 +198,7 @@ impl Recorder {
         unsafe {
             d.cmd_pipeline_barrier(self.cmd, gpu, vk::PipelineStageFlags::TRANSFER, vk::DependencyFlags::empty(), &before, &[], &[])
         };
-        let region = [vk::BufferCopy::default().src_offset(src_offset).dst_offset(dst_offset).size(size)];
+        let region = copy_regions(src_offset, dst_offset, size, MAX_COPY_REGION);
         unsafe { d.cmd_copy_buffer(self.cmd, src.raw, dst.raw, &region) };
         let after = [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::TRANSFER_WRITE).dst_access_mask(
             vk::AccessFlags::SHADER_READ

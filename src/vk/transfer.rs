@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use ash::vk;
 use gpu_allocator::MemoryLocation;
 
-use super::buffer::{checked_range, Buffer};
+use super::buffer::{checked_range, copy_regions, Buffer, MAX_COPY_REGION};
 use super::device::Device;
 use super::queue::{create_pool_and_buffer, submit, CommandObjects};
 use crate::error::{vk_err, Result};
@@ -176,7 +176,7 @@ impl Buffer {
         // Host writes to the mapping need no barrier: vkQueueSubmit makes
         // them visible to the commands it submits.
         staging.mapped()?[..bytes.len()].copy_from_slice(bytes);
-        let region = [vk::BufferCopy { src_offset: 0, dst_offset: offset, size: bytes.len() as u64 }];
+        let region = copy_regions(0, offset, bytes.len() as u64, MAX_COPY_REGION);
         let (pool, fence) = submit_one_shot(&self.device, |cmd| {
             // Earlier shader or transfer access to the destination before the copy writes it.
             barrier(&self.device, cmd, EARLIER_WRITES, TRANSFER_WRITE);
@@ -211,7 +211,7 @@ impl Buffer {
             MemoryLocation::GpuToCpu,
             "staging download",
         )?;
-        let region = [vk::BufferCopy { src_offset: offset, dst_offset: 0, size: len }];
+        let region = copy_regions(offset, 0, len, MAX_COPY_REGION);
         one_shot(&self.device, |cmd| {
             // Shader (or transfer) writes to the source before the copy reads it.
             barrier(&self.device, cmd, EARLIER_WRITES, TRANSFER_READ);

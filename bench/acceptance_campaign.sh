@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The acceptance measurements still owed, each mode one device call of at
+# most about 9 minutes (predictions first: bench/notes/2026-12-01_acceptance.md):
+#   bash bench/acceptance_campaign.sh gram      the Gram method: 24 alternating pairs on the seed batch,
+#                                               65,536 x 4,096 x 1,025 against PyTorch, the certified
+#                                               filters' parity with the instrumented bound (gram_parity.lua)
+#   bash bench/acceptance_campaign.sh direct    the real table (25,000 texts) in full against PyTorch,
+#                                               all starts, the tensor filter's two paths bit for bit, the
+#                                               GEMM shape against PyTorch (seed batch --length 501,
+#                                               65,536 x 4,096 --length 201), 262,144 x 768 x 4,096 x 257:
+#                                               auto, gemm and tensor against PyTorch
+#   bash bench/acceptance_campaign.sh million   1,048,576 x 384 made here as .npy, 1,024 sequences,
+#                                               --length 101, binary cache, verify --sample, PyTorch beside
+# Every mode measures the ceilings first (f32/f64 fma, copy, SGEMM), so each
+# headline stands beside them from the same call. Each step runs under its own
+# timeout and writes to $OUT as it goes. SMALL=1 runs every step on tables a
+# few hundred items long and skips the PyTorch steps when torch is missing:
+# a dry run of the script itself on lavapipe, measuring nothing.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/divgpu-out}
+LOGS=${LOGS:-/tmp/divgpu-logs}
+mkdir -p "$OUT" "$LOGS"
+if [ "${SMALL:-0}" = 1 ]; then
+    export LUA_PATH="./?.lua;lua/?.lua;;" LUA_CPATH="build/?.so;;"
+    have_torch() { python3 -c "import torch" 2>/dev/null; }
+else
+    have_torch() { true; }
+fi
+source bench/campaign_lib.sh
+
+# Sizes: the acceptance's, or SMALL's stand-ins (N, D, sequences, lengths).
+if [ "${SMALL:-0}" = 1 ]; then
+    SEED_N=300 SEED_S=64 MID_N=512 MID_S=40 MID_L=60 GEMM_L=21 BIG_N=1024 BIG_D=64 BIG_S=48 BIG_L=9
+    MILLION_N=4096 MILLION_S=32 PAIRS=${PAIRS:-2} REAL=${REAL:-}
+else
+    SEED_N=8359 SEED_S=3584 MID_N=65536 MID_S=4096 MID_L=1025 GEMM_L=201 BIG_N=262144 BIG_D=768 BIG_S=4096
+    BIG_L=257 MILLION_N=1048576 MILLION_S=1024 PAIRS=${PAIRS:-24} REAL=${REAL:-.campaign/real20k.npy}
+fi
+WG=${WG:-512}  # the step kernel's fastest exact workgroup on the seed batch (bench/RESULTS.md)
+
+npy_table() {  # npy_table N D -> path of the clustered synthetic table as .npy, made here
+    local path=/tmp/npy_$1x$2/t.npy
+    mkdir -p "$(dirname "$path")"
+    [ -f "$path" ] || bin/divgpu synth --n "$1" --dim "$2" --clusters 16 --seed 1 --out "$path" >/dev/null
+    echo "$path"
+}
+
+ceilings() {  # the rates every headline stands beside, measured in this call
+    { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
+        2>/dev/null || bin/divgpu info | head -3; } | tee "$OUT/gpu.txt"
+    timeout 60 luajit bench/peaks.lua $([ "${SMALL:-0}" = 1 ] && echo --quick) 2>"$LOGS/peaks.log" | tee "$OUT/peaks.jsonl"
+    if have_torch; then timeout 40 python3 bench/peers/ceilings.py | tee "$OUT/ceilings.jsonl"; fi
+}
+
+pairs() {  # pairs NAME TIMEOUT whole_run_pairs.py ARGS...: alternating pairs against PyTorch direct
+    local name=$1 limit=$2; shift 2
+    if ! have_torch; then echo "  $name: skipped (no torch here)" | tee -a "$OUT/summary.txt"; return; fi
+    DIVGPU_WORKGROUP=${DIVGPU_WORKGROUP:-} timeout "$limit" python3 bench/whole_run_pairs.py "$@" \
+        --out-dir "/tmp/pairs_$name" --json "$OUT/pairs_$name.json" 2>"$LOGS/pairs_$name.log" \
+        | tee "$LOGS/pairs_$name.txt" | tail -n 3 | sed "s/^/  $name: /" | tee -a "$OUT/summary.txt"
+}
+
+against_peer() {  # against_peer NAME TABLE STARTS LENGTH: PyTorch direct once, then compared with each divgpu cache given
+    local name=$1 tbl=$2 starts=$3 length=$4; shift 4
+    if ! have_torch; then echo "  $name: skipped (no torch here)" | tee -a "$OUT/summary.txt"; return; fi
+    timed "$name" timeout 200 python3 bench/peers/torch_direct.py --embeddings "$tbl" --starts "$starts" \
+        --length "$length" --out "/tmp/$name.json" --json "$LOGS/$name.json"
+    cat "$LOGS/$name.json" >>"$OUT/peers.jsonl"; echo >>"$OUT/peers.jsonl"
+    for ours in "$@"; do same "$ours" "$name"; done
+}
+
+for mode in "$@"; do
+echo "== $mode ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
+case "$mode" in
+gram)
+    ceilings
+    # The certified filters on this device: every placement with the instrumented bound, the twins.
+    timeout 150 luajit bench/gram_parity.lua >"$OUT/gram_parity.txt" 2>"$LOGS/gram_parity.log"
+    echo "  gram_parity: exit $?, $(grep -c '^PASS' "$OUT/gram_parity.txt") passed, $(grep -c '^FAIL' "$OUT/gram_parity.txt") failed" \
+        | tee -a "$OUT/summary.txt"
+    SEED=$(npy_table "$SEED_N" 768)
+    DIVGPU_WORKGROUP=$WG pairs seed "$((PAIRS * 15 + 40))" --embeddings "$SEED" --starts "0:$SEED_S" --length "$SEED_N" \
+        --pairs "$PAIRS" --method gram
+    MID=$(npy_table "$MID_N" 768)
+    divgpu_run mid_gram "$MID" "0:$MID_S" "$MID_L" gram --workgroup-size "$WG"
+    against_peer mid_torch "$MID" "0:$MID_S" "$MID_L" mid_gram
+    ;;
+direct)
+    ceilings
+    if [ -n "$REAL" ] && [ -f "$REAL" ]; then
+        # 4,096 starts in full: the length is the table's N.
+        REAL_N=$(python3 -c "import numpy, sys; print(numpy.load(sys.argv[1], mmap_mode='r').shape[0])" "$REAL")
+        divgpu_run real_gram "$REAL" 0:4096 "$REAL_N" gram --workgroup-size "$WG"
+        against_peer real_torch "$REAL" 0:4096 "$REAL_N" real_gram
+    fi
+    SEED=$(npy_table "$SEED_N" 768)
+    divgpu_run all_gram "$SEED" "0:$SEED_N" "$SEED_N" gram --workgroup-size "$WG"
+    # The tensor filter's products on the plain path and on cooperative matrices: the same integers.
+    timeout 90 luajit bench/tensor_paths.lua "synth:$SEED_N:768" "0:$SEED_S" 9 >"$OUT/tensor_paths.jsonl" 2>"$LOGS/tensor_paths.log"
+    echo "  tensor_paths: exit $?; $(tail -n 1 "$OUT/tensor_paths.jsonl")" | tee -a "$OUT/summary.txt"
+    # The GEMM shape against PyTorch, whole runs in pairs.
+    pairs gemm_seed 120 --embeddings "$SEED" --starts "0:$SEED_S" --length 501 --pairs 6 --method direct --shape gemm
+    MID=$(npy_table "$MID_N" 768)
+    pairs gemm_mid 150 --embeddings "$MID" --starts "0:$MID_S" --length "$GEMM_L" --pairs 4 --method direct --shape gemm
+    # Past G: auto's choice, the GEMM shape and the tensor filter, PyTorch beside.
+    BIG=$(npy_table "$BIG_N" "$BIG_D")
+    divgpu_run big_auto "$BIG" "0:$BIG_S" "$BIG_L" auto
+    divgpu_run big_tensor "$BIG" "0:$BIG_S" "$BIG_L" tensor
+    cmp /tmp/big_auto.json /tmp/big_tensor.json && echo "  big_tensor vs big_auto: cmp identical" | tee -a "$OUT/summary.txt" \
+        || echo "  big_tensor vs big_auto: DIFFER" | tee -a "$OUT/summary.txt"
+    against_peer big_torch "$BIG" "0:$BIG_S" "$BIG_L" big_auto
+    # The mirror on a sample fixed before the run (seed 20261201; the mirror runs a sequence a core).
+    timeout 120 bin/divgpu verify --embeddings "$BIG" --cache /tmp/big_auto.json --sample 16 --seed 20261201 \
+        >"$LOGS/big_verify.out" 2>"$LOGS/big_verify.log"
+    echo "  big_auto verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
+    ;;
+million)
+    ceilings
+    t0=$EPOCHREALTIME
+    M=$(npy_table "$MILLION_N" 384)
+    echo "  made $M ($(stat -c %s "$M") bytes) in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s" \
+        | tee -a "$OUT/summary.txt"
+    timed million_run timeout 200 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \
+        --out /tmp/million.bin --progress-interval 5
+    timed million_verify timeout 120 bin/divgpu verify --embeddings "$M" --cache /tmp/million.bin --sample 16 --seed 20261201
+    timed million_convert timeout 60 bin/divgpu convert /tmp/million.bin --out /tmp/million_run.json
+    against_peer million_torch "$M" "0:$MILLION_S" 101 million_run
+    ls -l /tmp/million.bin /tmp/million_run.json | tee -a "$OUT/summary.txt"
+    ;;
+*)
+    echo "unknown mode $mode (gram, direct, million)" >&2
+    exit 2
+    ;;
+esac
+done
