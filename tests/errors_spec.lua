@@ -101,6 +101,32 @@ describe("the error rule", function()
         end
     end)
 
+    it("a table past one storage buffer is refused before anything is made, by every method and shape", function()
+        local device = require "divgpu.device"
+        local ctx = h.ctx()
+        local limit = math.min(ctx.info.max_storage_buffer_range, ctx.info.max_memory_allocation_size)
+        local dim = 1024
+        local n = math.floor(limit / (4 * dim))
+        -- At the limit it fits (twin: one row more does not); halves fit twice the items.
+        assert.is_true(device.table_fits(ctx, { n = n, dim = dim }, 4))
+        local ok, why = device.table_fits(ctx, { n = n + 1, dim = dim }, 4)
+        assert.is_nil(ok)
+        assert.matches("does not fit one storage buffer of device", why, 1, true)
+        assert.is_true(device.table_fits(ctx, { n = n + 1, dim = dim }, 2))
+        if limit < 2 ^ 28 then  -- lavapipe's 128 MiB: a table just past it, each method refusing it
+            local big = divgpu.synth{ n = n + 1, dim = dim, clusters = 2, seed = 3 }
+            for _, o in ipairs{ { method = "direct" }, { method = "direct", shape = "gemm" }, { method = "gram" },
+                                { method = "tensor" }, { method = "auto" } } do
+                local t0 = divgpu.clock.now()
+                o.ctx, o.embeddings, o.starts, o.length = ctx, big, { 0 }, 2
+                local result, err = driver.run(o)
+                assert.is_nil(not_a_failure(result, err))
+                assert.matches("does not fit one storage buffer", err, 1, true)
+                assert(divgpu.clock.now() - t0 < 0.5, "refused after " .. (divgpu.clock.now() - t0) .. " s, not at once")
+            end
+        end
+    end)
+
     it("a method or shape that cannot compute the request is misuse, raised at the caller", function()
         local e = h.shipped_head(40)
         local line = here() + 1

@@ -130,6 +130,21 @@ function _M.await(ctx, rec)
     return rec:wait()
 end
 
+--- Whether the table, `bytes_per_value` bytes a value, fits one storage
+--- buffer of the device (what its kernels bind it as): true, or nil and why.
+--- Asked before anything is made, so a table too large is refused at once
+--- rather than after its copy and upload.
+function _M.table_fits(ctx, e, bytes_per_value)
+    local info = ctx.info
+    local bytes = e.n * e.dim * bytes_per_value
+    local limit = min(info.max_storage_buffer_range, info.max_memory_allocation_size)
+    if bytes <= limit then return true end
+    return nil, string_format("the table (%d x %d, %d bytes a value: %.1f MiB) does not fit one storage buffer of "
+        .. "device '%s' (%.1f MiB: maxStorageBufferRange and the largest allocation); use fewer items or "
+        .. "dimensions, or a device with a larger range", e.n, e.dim, bytes_per_value, bytes / 1048576,
+        info.name, limit / 1048576)
+end
+
 local function upload_all(ctx, list, into)
     local uploads = {}
     for i, entry in ipairs(list) do into[entry[1]], uploads[i] = need(ctx:begin_upload(entry[2], entry[3])) end

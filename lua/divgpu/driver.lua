@@ -140,8 +140,8 @@ local function make_jobs(opts, contexts, e, total)
     for d, ctx in ipairs(contexts) do
         if d > max(total, 1) then break end
         local given = opts.jobs and opts.jobs[d] or opts.job
-        local method, reason, shape = _M.choose_method(ctx, e, given and { job = given } or opts,
-                                                       ceil(total / min(#contexts, max(total, 1))))
+        local method, reason, shape = need(_M.choose_method(ctx, e, given and { job = given } or opts,
+                                                            ceil(total / min(#contexts, max(total, 1)))))
         jobs[d], reasons[d] = given, reason
         if not given then
             makers[d] = coroutine.create(function() return make_job(ctx, e, opts, method, shape) end)

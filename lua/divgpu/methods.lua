@@ -136,22 +136,35 @@ function _M.choose(ctx, e, opts)
     sort(candidates, function(a, b) return a.preference > b.preference end)
     -- The first that serves and fits, with why the ones before it were
     -- passed over; and which fit at all (what the cost model may weigh).
-    local first, first_why, fits, passed_over = nil, nil, {}, {}
+    local first, first_why, fits, passed_over, served = nil, nil, {}, {}, false
     for _, m in ipairs(candidates) do
         local ok, why = m.serves(request)
-        if ok then ok, why = m.fits(ctx, e, { sequences = opts.sequences, memory_budget = opts.memory_budget }) end
+        if ok then
+            served = true
+            ok, why = m.fits(ctx, e, { sequences = opts.sequences, memory_budget = opts.memory_budget,
+                                       precision = opts.precision })
+        end
         if ok then
             fits[m.name] = true
             if not first then first, first_why = m.name, #passed_over > 0 and concat(passed_over, "; ") or why end
         else
             passed_over[#passed_over + 1], passed_over[m.name] = why, why
         end
-        -- Auto picks nothing below the direct method, which runs everywhere:
+        -- Auto picks nothing below the direct method, which serves every request:
         -- what ranks below it is not even asked whether it fits (the tensor
         -- filter's slices of the whole table would be made for nothing).
         if m.name == "direct" then break end
     end
-    if not first then error("no method runs this request: " .. concat(passed_over, "; "), 2) end
+    if not first then
+        -- One reason often stops several methods (a table too large for any): each said once.
+        local reasons, seen = {}, {}
+        for _, why in ipairs(passed_over) do
+            if not seen[why] then seen[why], reasons[#reasons + 1] = true, why end
+        end
+        -- A request some method serves, on a device none fits, is a failure, not misuse.
+        if served then return nil, "no method fits this device: " .. concat(reasons, "; ") end
+        error("no method runs this request: " .. concat(reasons, "; "), 2)
+    end
     if opts.length and request.plain and fits.direct then
         local shapes = request.shape_open and { "gemm", "baseline" } or { direct.default_shape() }
         local chosen, shape, why = cheapest(ctx, e, opts, fits.gram == true, passed_over.gram, true, shapes)

@@ -86,10 +86,11 @@ end
 function _M.choose_method(ctx, e, a, shape, precision, sequences, length)
     local method = options.check_choice(a.method, options.method_names(), "--method")
     local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
-    local chosen, why, chosen_shape = driver.choose_method(ctx, e, { method = method, shape = shape, precision = precision,
-                                                                     memory_budget = budget, length = length }, sequences)
+    local chosen, why, chosen_shape = need(driver.choose_method(ctx, e, { method = method, shape = shape,
+        precision = precision, memory_budget = budget, length = length }, sequences))
     if method ~= "auto" then
-        local ok, reason = methods.get(method).fits(ctx, e, { sequences = sequences, memory_budget = math.huge })
+        local ok, reason = methods.get(method).fits(ctx, e, { sequences = sequences, memory_budget = math.huge,
+                                                              precision = precision })
         if not ok then fail("--method %s: %s", method, reason) end
     end
     local named = chosen_shape and shape == methods.AUTO_SHAPE and (chosen .. ", shape " .. chosen_shape) or chosen
@@ -103,7 +104,7 @@ local function check_other_devices(a, e, contexts, method, sequences)
     local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
     for i = 2, #contexts do
         local ok, why = methods.get(method).fits(contexts[i], e, { sequences = ceil(sequences / #contexts),
-                                                                    memory_budget = budget })
+                                                                    memory_budget = budget, precision = a.precision })
         if not ok then
             fail("device %d of --device %s (%s) cannot run the %s method the first one chose (%s): leave it out, "
                 .. "or give --method direct", i, a.device, contexts[i].info.name, method, why)

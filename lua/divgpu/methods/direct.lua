@@ -76,7 +76,10 @@ function _M.serves(request)
 end
 
 --- The direct method runs on every device that opened.
-function _M.fits()
+function _M.fits(ctx, e, opts)
+    -- The table in f32 (fp16: in halves; fp16-exact keeps both).
+    local ok, why = device.table_fits(ctx, e, opts and opts.precision == "fp16" and 2 or 4)
+    if not ok then return nil, why end
     return true, "the direct method needs nothing beyond the contract"
 end
 
@@ -165,6 +168,7 @@ end
 
 local function make_job(ctx, e, d, opts)
     local info = ctx.info
+    need(_M.fits(ctx, e, opts))
     if opts.precision ~= "fp32" and not info.storage_buffer_16bit then
         fail(string_format("device '%s' lacks 16-bit storage: precision %s is not available", info.name, opts.precision))
     end

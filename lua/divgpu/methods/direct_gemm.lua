@@ -78,6 +78,7 @@ local function make_job(ctx, e, opts, defines)
     local info = ctx.info
     local tiling = opts.tiling or _M.TILINGS[info.type == "cpu" and "cpu" or "gpu"]
     check_fit(info, tiling)
+    need(device.table_fits(ctx, e, 4))
     local n, dim = e.n, e.dim
     local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, layout = opts.layout, tiling = tiling,
                                 method = "direct", shape = "gemm", precision = "fp32",

@@ -92,6 +92,8 @@ function _M.fits(ctx, e, opts)
     end
     local ok, why = e:gram_admissible()
     if not ok then return nil, why end
+    ok, why = device.table_fits(ctx, e, 4)
+    if not ok then return nil, why end
     local budget = opts.memory_budget or info.device_local_bytes
     local fixed, per_sequence = _M.memory_need(e.n, e.dim)
     local sequences = min(opts.sequences or 1, 64)

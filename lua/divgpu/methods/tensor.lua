@@ -73,6 +73,8 @@ function _M.fits(ctx, e)
     end
     local ok, why = e:gram_admissible()  -- the chain's no-overflow certificate (docs/contract.md#no-overflow)
     if not ok then return nil, why end
+    ok, why = device.table_fits(ctx, e, 4)
+    if not ok then return nil, why end
     local slices, slice_why = divgpu.jobs.tensor_slices(e)
     if not slices then return nil, slice_why end
     return true, "the table's int8 slices certify every pair", slices
