@@ -31,7 +31,8 @@ pub const MAX_COPY_REGION: u64 = 1 << 30;
 /// The regions of a copy of `size` bytes from `src_offset` to `dst_offset`,
 /// each at most `max_region` bytes, in order.
 pub fn copy_regions(src_offset: u64, dst_offset: u64, size: u64, max_region: u64) -> Vec<vk::BufferCopy> {
-    let mut regions = Vec::with_capacity(size.div_ceil(max_region.max(1)) as usize);
+    let max_region = max_region.max(1);
+    let mut regions = Vec::with_capacity(size.div_ceil(max_region) as usize);
     let mut done = 0;
     while done < size {
         let len = (size - done).min(max_region);

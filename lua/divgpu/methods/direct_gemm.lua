@@ -35,13 +35,13 @@ _M.TILINGS = {
     cpu = { wx = 8, wy = 8, rows = 2, columns = 2, slice = 8 },
 }
 local SHIPPED = _M.TILINGS.gpu
+local MICROTILE = { [1] = true, [2] = true, [4] = true, [8] = true }
 
 --- The sequences one tile computes at once on this device (its default tiling).
 function _M.tile_rows(info)
     local t = _M.TILINGS[info.type == "cpu" and "cpu" or "gpu"]
     return t.wy * t.rows
 end
-local MICROTILE = { [1] = true, [2] = true, [4] = true, [8] = true }
 
 local function same_tiling(a, b)
     return a.wx == b.wx and a.wy == b.wy and a.rows == b.rows and a.columns == b.columns and a.slice == b.slice
