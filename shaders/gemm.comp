@@ -20,8 +20,16 @@
 // TILE_COLUMNS pairs a thread, GEMM_SLICE dimensions a stage); the shipped
 // variants set it per device kind. DIVGPU_COLUMNS: the table stored by
 // columns (E[j][d] at d * N + j), whose tile loads are contiguous.
-// DIVGPU_GEMM_PERTURB (tests' twins): 1 = the append forgets the last tile.
+// DIVGPU_TABLE_BLOCKS: the table in blocks of `block_items` candidates, each
+// its own allocation reached by device address (a table past one storage
+// buffer: 4 GiB on the H200), each block in the layout above.
+// DIVGPU_GEMM_PERTURB (tests' twins): 1 = the append forgets the last tile;
+// 2 = a blocked table's last block is read at the block before it.
 #extension GL_GOOGLE_include_directive : require
+#ifdef DIVGPU_TABLE_BLOCKS
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -53,16 +61,41 @@ layout(push_constant) uniform Push {
     uint sequences;   // S: sequences in the batch
     uint tiles;       // ceil(N / TC): candidate tiles, partials per sequence
     uint phase;
+    uint block_items; // candidates a table block (DIVGPU_TABLE_BLOCKS; else unused)
 } pc;
 
-#ifdef DIVGPU_COLUMNS
-#define EMB_INDEX(j, d) ((d) * pc.num_items + (j))
-#else
-#define EMB_INDEX(j, d) ((j) * pc.dim + (d))
-#endif
-#define LOAD_EMB(i) emb[i]
+#ifdef DIVGPU_TABLE_BLOCKS
+layout(std430, set = 0, binding = 0) readonly buffer Embeddings { uvec2 table_block[]; }; // the blocks' addresses
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer TableBlock { float v[]; };
 
+// E[j][d]: block j / block_items, itself rows or columns of its own items.
+float table_value(uint j, uint d) {
+    const uint b = j / pc.block_items, local = j - b * pc.block_items;
+    const uint items = min(pc.block_items, pc.num_items - b * pc.block_items);
+#if DIVGPU_GEMM_PERTURB == 2
+    // Twin: the last block is read at the block before it (in bounds: that one is full).
+    const uint block = (b > 0u && b == (pc.num_items - 1u) / pc.block_items) ? b - 1u : b;
+#else
+    const uint block = b;
+#endif
+#ifdef DIVGPU_COLUMNS
+    const uint i = d * items + local;
+#else
+    const uint i = local * pc.dim + d;
+#endif
+    return TableBlock(packUint2x32(table_block[block])).v[i];
+}
+#else
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };   // the table, rows or columns
+
+float table_value(uint j, uint d) {
+#ifdef DIVGPU_COLUMNS
+    return emb[d * pc.num_items + j];
+#else
+    return emb[j * pc.dim + d];
+#endif
+}
+#endif
 layout(std430, set = 0, binding = 1) readonly buffer InvNorm { float inv_norm[]; }; // [N], from the host
 layout(std430, set = 0, binding = 2) buffer Centroids { double csum[]; };           // [S][D], f64 sums
 layout(std430, set = 0, binding = 3) buffer Centers { float centers[]; };           // [D][S], c = (f32) csum
@@ -129,7 +162,7 @@ void stage(uint s0, uint j0, uint d0, uint flat_id) {
         const uint c = e / SLICE, d = e % SLICE;  // neighbouring threads, one row's dimensions
 #endif
         const uint j = j0 + c;
-        slice_e[d][c] = (j < pc.num_items && d0 + d < pc.dim) ? LOAD_EMB(EMB_INDEX(j, d0 + d)) : 0.0;
+        slice_e[d][c] = (j < pc.num_items && d0 + d < pc.dim) ? table_value(j, d0 + d) : 0.0;
     }
 }
 
@@ -187,7 +220,7 @@ void append() {
         mask[s * words() + w / 32u] |= 1u << (w % 32u);
     }
     for (uint d = tid; d < pc.dim; d += THREADS) {
-        const double sum = csum[s * pc.dim + d] + TO_F64(LOAD_EMB(EMB_INDEX(w, d)));
+        const double sum = csum[s * pc.dim + d] + TO_F64(table_value(w, d));
         csum[s * pc.dim + d] = sum;
         centers[d * pc.sequences + s] = contract_centroid(sum);
     }

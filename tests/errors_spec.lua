@@ -101,7 +101,7 @@ describe("the error rule", function()
         end
     end)
 
-    it("a table past one storage buffer is refused before anything is made, by every method and shape", function()
+    it("a table past one storage buffer: refused at once by what binds it whole; the GEMM shape runs it in blocks", function()
         local device = require "divgpu.device"
         local ctx = h.ctx()
         local limit = math.min(ctx.info.max_storage_buffer_range, ctx.info.max_memory_allocation_size)
@@ -113,10 +113,15 @@ describe("the error rule", function()
         assert.is_nil(ok)
         assert.matches("does not fit one storage buffer of device", why, 1, true)
         assert.is_true(device.table_fits(ctx, { n = n + 1, dim = dim }, 2))
+        -- A block size that is no count of candidates is misuse.
+        local raised, err = pcall(driver.run, { ctx = ctx, embeddings = h.shipped_head(40), starts = { 0 }, length = 2,
+                                                method = "direct", shape = "gemm", gemm_table_block_items = 0 })
+        assert.is_false(raised)
+        assert.matches("table_block_items must be a positive integer, not 0", tostring(err), 1, true)
         if limit < 2 ^ 28 then  -- lavapipe's 128 MiB: a table just past it, each method refusing it
             local big = divgpu.synth{ n = n + 1, dim = dim, clusters = 2, seed = 3 }
-            for _, o in ipairs{ { method = "direct" }, { method = "direct", shape = "gemm" }, { method = "gram" },
-                                { method = "tensor" }, { method = "auto" } } do
+            for _, o in ipairs{ { method = "direct" }, { method = "direct", precision = "fp16-exact" }, { method = "gram" },
+                                { method = "tensor" } } do
                 local t0 = divgpu.clock.now()
                 o.ctx, o.embeddings, o.starts, o.length = ctx, big, { 0 }, 2
                 local result, err = driver.run(o)
@@ -124,6 +129,13 @@ describe("the error rule", function()
                 assert.matches("does not fit one storage buffer", err, 1, true)
                 assert(divgpu.clock.now() - t0 < 0.5, "refused after " .. (divgpu.clock.now() - t0) .. " s, not at once")
             end
+            -- Auto leaves the shapes that bind it whole out, and the GEMM shape gives the mirror's bytes.
+            local starts = divgpu.array("u32", { 0, n })
+            local out, stats = driver.run{ ctx = ctx, embeddings = big, starts = starts, length = 3, method = "auto",
+                                           shape = "auto" }
+            assert(out, stats)
+            assert.are.equal("gemm", stats.shape)
+            assert.is_nil(divgpu.first_difference(out, divgpu.mirror(big, starts, 3), 3))
         end
     end)
 

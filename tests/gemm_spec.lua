@@ -52,6 +52,19 @@ describe("gemm (the direct method as an exact GEMM) vs CPU mirror", function()
         assert(stats.chunks > 2, "expected many chunks, got " .. stats.chunks)
     end)
 
+    it("the table in blocks by device address (a table past one buffer), both layouts, blocks not of whole tiles", function()
+        local e = assert(divgpu.synth{ n = 1000, dim = 37, clusters = 5, seed = 9 })
+        local starts = divgpu.array("u32", { 0, 5, 999, 17, 400, 301, 700 })
+        for _, layout in ipairs{ "columns", "rows" } do
+            for _, block in ipairs{ 300, 16, 1000 } do
+                assert_identical(e, starts, 60, { layout = layout }, { gemm_table_block_items = block })
+            end
+            -- Twin: the last (short) block read at the one before it.
+            assert_differs(e, starts, 60, { layout = layout, defines = { DIVGPU_GEMM_PERTURB = 2 } },
+                { gemm_table_block_items = 300 })
+        end
+    end)
+
     it("twin: an unfused chain is caught", function()
         assert_differs(near_ties(), h.range(0, 32), 300, { defines = { DIVGPU_PERTURB = 1 } })
     end)

@@ -81,6 +81,12 @@ end
 --- Returns the method, its shape (direct's) and why.
 local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram, shapes)
     local cost, rates = require "divgpu.cost", require("divgpu.rates").of(ctx)
+    if not require("divgpu.device").table_fits(ctx, e, 4) then
+        -- Past one storage buffer only the GEMM shape runs (its table in blocks).
+        local kept = {}
+        for _, s in ipairs(shapes) do if s == "gemm" then kept[#kept + 1] = s end end
+        if #kept > 0 then shapes = kept end
+    end
     local choice = cost.choose({ n = e.n, dim = e.dim, sequences = opts.sequences or 1, length = opts.length },
         { rates = rates, memory = math.huge, gram_ok = gram_fits, why_not = gram_why, tensor_ok = false,
           name = ctx.info.name, shapes = shapes, gemm_rows = require("divgpu.methods.direct_gemm").tile_rows(ctx.info) })

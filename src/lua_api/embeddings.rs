@@ -31,6 +31,15 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     m.add(lua, "columns", |_, this: &Embeddings, ()| {
         Ok(HostArray::F32(transpose(&this.0.data, this.0.n, this.0.dim)))
     })?;
+    // Rows first .. first + count - 1 (item indices from 0), row-major: one
+    // block of a table kept in blocks, without a copy of the whole table.
+    m.add(lua, "rows", |_, this: &Embeddings, (first, count): (usize, usize)| {
+        let t = &this.0;
+        match first.checked_add(count) {
+            Some(end) if end <= t.n => Ok(HostArray::F32(t.data[first * t.dim..end * t.dim].to_vec())),
+            _ => Err(Error::Usage(format!("rows({first}, {count}): the table has {} items", t.n)).into()),
+        }
+    })?;
     m.add(lua, "inv_norms", |_, this: &Embeddings, ()| Ok(HostArray::F32(this.0.inv_norm.clone())))?;
     m.add(lua, "to_fp16", |_, this: &Embeddings, ()| Ok(HostArray::U16(fp16::to_fp16(&this.0)?)))?;
     // The table E' = (f32)E16 that the `fp16` contract runs on.

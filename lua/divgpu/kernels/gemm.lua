@@ -6,7 +6,7 @@
 return {
     method = "direct",
     bindings = { "embeddings", "inv_norm", "centroids", "centers", "masks", "winners", "partials" },
-    push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "phase" },
+    push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "phase", "block_items" },
     constants = {},
     phases = { scores = 0, append = 1 },
     job = function(ctx, e, opts)

@@ -35,7 +35,8 @@ _M.DEFAULTS = { precision = "fp32", layout = "rows" }
 -- The run's options (driver.run) its job takes: { run option = job option }.
 _M.options = { shape = "shape", precision = "precision", tile_size = "tile_size", layout = "layout",
                workgroup_size = "workgroup_size", spirv = "spirv", shader_name = "name",
-               exact_underflow = "exact_underflow", gemm_tiling = "tiling", direct_defines = "defines" }
+               exact_underflow = "exact_underflow", gemm_tiling = "tiling", direct_defines = "defines",
+               gemm_table_block_items = "table_block_items" }
 
 --- The direct method's shapes, the reference first.
 function _M.shapes()
@@ -78,9 +79,14 @@ end
 --- The direct method runs on every device that opened.
 function _M.fits(ctx, e, opts)
     -- The table in f32 (fp16: in halves; fp16-exact keeps both).
-    local ok, why = device.table_fits(ctx, e, opts and opts.precision == "fp16" and 2 or 4)
-    if not ok then return nil, why end
-    return true, "the direct method needs nothing beyond the contract"
+    local precision = opts and opts.precision or "fp32"
+    local ok, why = device.table_fits(ctx, e, precision == "fp16" and 2 or 4)
+    if ok then return true, "the direct method needs nothing beyond the contract" end
+    -- Past one buffer only the GEMM shape runs: its table in blocks, by device address.
+    if precision == "fp32" and ctx.info.buffer_device_address and ctx.info.int64 then
+        return true, "the GEMM shape only, its table in blocks (" .. why .. ")"
+    end
+    return nil, why
 end
 
 --- An upper bound on the loop iterations one thread runs in one dispatch of
@@ -168,7 +174,8 @@ end
 
 local function make_job(ctx, e, d, opts)
     local info = ctx.info
-    need(_M.fits(ctx, e, opts))
+    -- This shape binds the whole table as one buffer.
+    need(device.table_fits(ctx, e, opts.precision == "fp16" and 2 or 4))
     if opts.precision ~= "fp32" and not info.storage_buffer_16bit then
         fail(string_format("device '%s' lacks 16-bit storage: precision %s is not available", info.name, opts.precision))
     end

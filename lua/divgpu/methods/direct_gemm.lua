@@ -74,19 +74,61 @@ end
 local Job = {}
 Job.__index = Job
 
+--- Candidates a block of a table past one storage buffer: as many as one
+--- allocation holds, whole tiles of candidates, so no tile straddles two.
+--- Fails where the device cannot reach blocks by address.
+local function block_items(ctx, e, tiling)
+    local info = ctx.info
+    if not (info.buffer_device_address and info.int64) then
+        need(device.table_fits(ctx, e, 4))  -- its message: the table does not fit
+    end
+    local tile = tiling.wx * tiling.columns
+    return max(tile, floor(info.max_memory_allocation_size / (e.dim * 4) / tile) * tile)
+end
+
+--- The table in blocks of self.block_items candidates, each its own buffer in
+--- `layout`, and the table of their addresses the shader reads (the binding
+--- "embeddings"); the blocks stay alive with every bind group (self.table_blocks).
+local function upload_blocks(self, ctx, e, layout)
+    local size, count = self.block_items, ceil(e.n / self.block_items)
+    local list = {}
+    for b = 1, count do
+        local first = (b - 1) * size
+        local items = min(size, e.n - first)
+        local rows = need(e:rows(first, items))
+        list[b] = { b, layout == "columns" and need(rows:transposed(items, e.dim)) or rows, "table block " .. b }
+    end
+    self.table_blocks = need(device.upload_all(ctx, list, {}))
+    local addresses = need(divgpu.array("u32", 2 * count))
+    for b = 1, count do
+        local address = self.table_blocks[b].address
+        addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
+    end
+    self.table_buffer = need(ctx:upload(addresses, "table block addresses"))
+end
+
 local function make_job(ctx, e, opts, defines)
     local info = ctx.info
     local tiling = opts.tiling or _M.TILINGS[info.type == "cpu" and "cpu" or "gpu"]
     check_fit(info, tiling)
-    need(device.table_fits(ctx, e, 4))
     local n, dim = e.n, e.dim
     local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, layout = opts.layout, tiling = tiling,
                                 method = "direct", shape = "gemm", precision = "fp32",
                                 workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
                                 tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
-    need(device.upload_all(ctx, {
-        { "table_buffer", need(opts.layout == "columns" and e:columns() or e:values()), "embeddings" },
-        { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }, self))
+    self.block_items = opts.table_block_items or (not device.table_fits(ctx, e, 4) and block_items(ctx, e, tiling))
+    if self.block_items and not (info.buffer_device_address and info.int64) then
+        fail(string_format("gemm: a table in blocks needs buffer device addresses and 64-bit integers, which "
+            .. "device '%s' lacks", info.name))
+    end
+    if self.block_items then
+        upload_blocks(self, ctx, e, opts.layout)
+        defines.DIVGPU_TABLE_BLOCKS = 1
+    else
+        need(device.upload_all(ctx, {
+            { "table_buffer", need(opts.layout == "columns" and e:columns() or e:values()), "embeddings" } }, self))
+    end
+    need(device.upload_all(ctx, { { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }, self))
     local underflow
     underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
     for k, v in pairs(underflow or {}) do defines[k] = v end
@@ -103,6 +145,9 @@ end
 ---   tiling           { wx, wy, rows, columns, slice } (default: the device kind's)
 ---   defines, spirv   a variant of gemm.comp (twins, experiments), name
 ---   exact_underflow  false: no exact underflow path (tests; device.underflow_defines)
+---   table_block_items the table in blocks of this many candidates, reached by device
+---                    address (default: one buffer where the table fits one, else
+---                    blocks as large as an allocation allows)
 function _M.job(ctx, e, opts)
     -- Called by direct.job through the descriptor: misuse is raised at
     -- direct.job's caller (level 4 here, 5 in tiling_defines). Its tiling sets its threads: a
@@ -110,6 +155,10 @@ function _M.job(ctx, e, opts)
     -- that does not tile, has nothing to set).
     if opts.workgroup_size ~= nil then
         error("direct.job: shape gemm takes no workgroup_size (its tiling sets its threads: opts.tiling)", 4)
+    end
+    local b = opts.table_block_items
+    if b ~= nil and (type(b) ~= "number" or b < 1 or b % 1 ~= 0 or b >= 2 ^ 32) then
+        error("direct.job: table_block_items must be a positive integer, not " .. tostring(b), 4)
     end
     local defines = tiling_defines(opts.tiling or _M.TILINGS[ctx.info.type == "cpu" and "cpu" or "gpu"])
     return catch(make_job, ctx, e, opts, defines)
@@ -139,9 +188,9 @@ local function make_batch(self, starts, ring, in_flight)
     b.masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, self.n)), "masks"))
     b.winners_buffer = need(ctx:buffer(count * ring * 4, "winners", "host"))
     b.partials = need(ctx:buffer(count * self.tiles * 8, "partials"))
-    b.group = need(self.kernel:bind{ embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer,
-                                     centroids = b.centroids, centers = b.centers, masks = b.masks,
-                                     winners = b.winners_buffer, partials = b.partials })
+    b.group = need(self.kernel:bind({ embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer,
+                                      centroids = b.centroids, centers = b.centers, masks = b.masks,
+                                      winners = b.winners_buffer, partials = b.partials }, self.table_blocks))
     need(b:add_recorders(in_flight))
     return b
 end
@@ -154,7 +203,8 @@ Job.batch = batches.maker(make_batch)
 --- called by batch:record.
 function Batch:record_steps(first, count, rec)
     local job = self.job
-    local push = { num_items = job.n, dim = job.dim, ring = self.ring, sequences = self.count, tiles = job.tiles }
+    local push = { num_items = job.n, dim = job.dim, ring = self.ring, sequences = self.count, tiles = job.tiles,
+                   block_items = job.block_items or 0 }
     for t = first, first + count - 1 do
         push.step, push.phase = t, PHASE.scores
         need(job.kernel:dispatch(rec, self.group, push, job.tiles, ceil(self.count / job.tile_rows)))
