@@ -35,8 +35,9 @@ describe("baseline shader vs CPU mirror", function()
         it("twin: a centroid rounded through half precision is caught", function()
             -- (An unfused chain first changes a winner of these poems at
             -- step 233: too long for CI; its twin runs on near-ties below.)
+            -- (The first 64 starts already differ: the whole 520 cost 19 s for nothing more.)
             local spirv = h.baseline_variant{ DIVGPU_PERTURB = 2 }
-            local gpu, cpu = h.both(e, h.range(0, e.n), 100, { spirv = spirv })
+            local gpu, cpu = h.both(e, h.range(0, 64), 100, { spirv = spirv })
             assert.is_not_nil(divgpu.first_difference(gpu, cpu, 100))
         end)
     end)
