@@ -64,9 +64,7 @@ pairs() {  # pairs NAME TIMEOUT whole_run_pairs.py ARGS...: alternating pairs ag
 against_peer() {  # against_peer NAME TABLE STARTS LENGTH: PyTorch direct once, then compared with each divgpu cache given
     local name=$1 tbl=$2 starts=$3 length=$4; shift 4
     if ! have_torch; then echo "  $name: skipped (no torch here)" | tee -a "$OUT/summary.txt"; return; fi
-    timed "$name" timeout 200 python3 bench/peers/torch_direct.py --embeddings "$tbl" --starts "$starts" \
-        --length "$length" --out "/tmp/$name.json" --json "$LOGS/$name.json"
-    cat "$LOGS/$name.json" >>"$OUT/peers.jsonl"; echo >>"$OUT/peers.jsonl"
+    PEER_TIMEOUT=200 peer "$name" torch_direct.py "$tbl" "$starts" "$length"
     for ours in "$@"; do same "$ours" "$name"; done
 }
 

@@ -30,9 +30,9 @@ divgpu_run() {  # divgpu_run NAME TABLE STARTS LENGTH METHOD [extra...]
         --out "/tmp/$name.json" "$@"
 }
 
-peer() {  # peer NAME SCRIPT TABLE STARTS LENGTH
+peer() {  # peer NAME SCRIPT TABLE STARTS LENGTH (PEER_TIMEOUT seconds at most, default 600)
     local name=$1 script=$2 tbl=$3 starts=$4 length=$5
-    timed "$name" python3 "bench/peers/$script" --embeddings "$tbl" --starts "$starts" --length "$length" \
+    timed "$name" timeout "${PEER_TIMEOUT:-600}" python3 "bench/peers/$script" --embeddings "$tbl" --starts "$starts" --length "$length" \
         --out "/tmp/$name.json" --json "$LOGS/$name.json"
     cat "$LOGS/$name.json" >>"$OUT/peers.jsonl"; echo >>"$OUT/peers.jsonl"
 }

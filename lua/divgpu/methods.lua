@@ -82,9 +82,11 @@ end
 local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram, shapes)
     local cost, rates = require "divgpu.cost", require("divgpu.rates").of(ctx)
     if not require("divgpu.device").table_fits(ctx, e, 4) then
-        -- Past one storage buffer only the GEMM shape runs (its table in blocks).
-        local kept = {}
-        for _, s in ipairs(shapes) do if s == "gemm" then kept[#kept + 1] = s end end
+        -- Past one storage buffer only the shapes that keep the table in blocks run.
+        local direct, kept = require "divgpu.methods.direct", {}
+        for _, s in ipairs(shapes) do
+            if direct.descriptor(s).takes_table_in_blocks then kept[#kept + 1] = s end
+        end
         if #kept > 0 then shapes = kept end
     end
     local choice = cost.choose({ n = e.n, dim = e.dim, sequences = opts.sequences or 1, length = opts.length },

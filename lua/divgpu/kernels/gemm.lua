@@ -9,6 +9,9 @@ return {
     push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "phase", "block_items" },
     constants = {},
     phases = { scores = 0, append = 1 },
+    -- A table past one storage buffer runs here in blocks by device address
+    -- (methods/direct_gemm.lua), on devices that have them.
+    takes_table_in_blocks = true,
     job = function(ctx, e, opts)
         local job, err = require("divgpu.methods.direct_gemm").job(ctx, e, opts)
         return job, err

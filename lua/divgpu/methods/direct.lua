@@ -76,15 +76,28 @@ function _M.serves(request)
     return nil, string_format("shape %s has no precision '%s'", shape, tostring(request.precision))
 end
 
---- The direct method runs on every device that opened.
+--- Whether the device reaches a table kept in blocks (by device address, with 64-bit integers).
+function _M.reaches_blocks(info)
+    return info.buffer_device_address == true and info.int64 == true
+end
+
+--- The shapes that keep a table past one storage buffer in blocks.
+function _M.block_shapes()
+    local list = {}
+    for _, shape in ipairs(_M.shapes()) do
+        if _M.descriptor(shape).takes_table_in_blocks then list[#list + 1] = shape end
+    end
+    return list
+end
+
+--- Whether the direct method runs this table here: true, why; or nil, why.
 function _M.fits(ctx, e, opts)
     -- The table in f32 (fp16: in halves; fp16-exact keeps both).
     local precision = opts and opts.precision or "fp32"
     local ok, why = device.table_fits(ctx, e, precision == "fp16" and 2 or 4)
     if ok then return true, "the direct method needs nothing beyond the contract" end
-    -- Past one buffer only the GEMM shape runs: its table in blocks, by device address.
-    if precision == "fp32" and ctx.info.buffer_device_address and ctx.info.int64 then
-        return true, "the GEMM shape only, its table in blocks (" .. why .. ")"
+    if precision == "fp32" and _M.reaches_blocks(ctx.info) and #_M.block_shapes() > 0 then
+        return true, "only " .. concat(_M.block_shapes(), ", ") .. ", the table in blocks (" .. why .. ")"
     end
     return nil, why
 end

@@ -76,12 +76,7 @@ Job.__index = Job
 
 --- Candidates a block of a table past one storage buffer: as many as one
 --- allocation holds, whole tiles of candidates, so no tile straddles two.
---- Fails where the device cannot reach blocks by address.
-local function block_items(ctx, e, tiling)
-    local info = ctx.info
-    if not (info.buffer_device_address and info.int64) then
-        need(device.table_fits(ctx, e, 4))  -- its message: the table does not fit
-    end
+local function block_items(info, e, tiling)
     local tile = tiling.wx * tiling.columns
     return max(tile, floor(info.max_memory_allocation_size / (e.dim * 4) / tile) * tile)
 end
@@ -116,8 +111,9 @@ local function make_job(ctx, e, opts, defines)
                                 method = "direct", shape = "gemm", precision = "fp32",
                                 workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
                                 tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
-    self.block_items = opts.table_block_items or (not device.table_fits(ctx, e, 4) and block_items(ctx, e, tiling))
-    if self.block_items and not (info.buffer_device_address and info.int64) then
+    self.block_items = opts.table_block_items or (not device.table_fits(ctx, e, 4) and block_items(info, e, tiling))
+    if self.block_items and not require("divgpu.methods.direct").reaches_blocks(info) then
+        need(device.table_fits(ctx, e, 4))  -- a table past one buffer: that is the message
         fail(string_format("gemm: a table in blocks needs buffer device addresses and 64-bit integers, which "
             .. "device '%s' lacks", info.name))
     end

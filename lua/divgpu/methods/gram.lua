@@ -90,9 +90,9 @@ function _M.fits(ctx, e, opts)
     if not info.int64 then
         return nil, string_format("device '%s' lacks shaderInt64, which gram needs for G's addresses", info.name)
     end
-    local ok, why = e:gram_admissible()
+    local ok, why = device.table_fits(ctx, e, 4)
     if not ok then return nil, why end
-    ok, why = device.table_fits(ctx, e, 4)
+    ok, why = e:gram_admissible()
     if not ok then return nil, why end
     local budget = opts.memory_budget or info.device_local_bytes
     local fixed, per_sequence = _M.memory_need(e.n, e.dim)

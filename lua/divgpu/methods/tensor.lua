@@ -71,9 +71,9 @@ function _M.fits(ctx, e)
     if not ctx.info.int64 then
         return nil, string_format("device '%s' lacks shaderInt64, which the tensor filter needs", ctx.info.name)
     end
-    local ok, why = e:gram_admissible()  -- the chain's no-overflow certificate (docs/contract.md#no-overflow)
+    local ok, why = device.table_fits(ctx, e, 4)
     if not ok then return nil, why end
-    ok, why = device.table_fits(ctx, e, 4)
+    ok, why = e:gram_admissible()  -- the chain's no-overflow certificate (docs/contract.md#no-overflow)
     if not ok then return nil, why end
     local slices, slice_why = divgpu.jobs.tensor_slices(e)
     if not slices then return nil, slice_why end
