@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# The acceptance measurements still owed, each mode one device call of at
-# most about 9 minutes (predictions first: bench/notes/2026-12-01_acceptance.md):
+# The acceptance measurements still owed, each mode fitting one device call
+# (at most 10 minutes; predictions first: bench/notes/2026-12-01_acceptance.md):
 #   bash bench/acceptance_campaign.sh gram      the Gram method: 24 alternating pairs on the seed batch,
-#                                               65,536 x 4,096 x 1,025 against PyTorch, the certified
-#                                               filters' parity with the instrumented bound (gram_parity.lua)
-#   bash bench/acceptance_campaign.sh direct    the real table (25,000 texts) in full against PyTorch,
-#                                               all starts, the tensor filter's two paths bit for bit, the
-#                                               GEMM shape against PyTorch (seed batch --length 501,
-#                                               65,536 x 4,096 --length 201), 262,144 x 768 x 4,096 x 257:
-#                                               auto, gemm and tensor against PyTorch
+#                                               65,536 x 4,096 x 1,025 against PyTorch
+#   bash bench/acceptance_campaign.sh parity    the certified filters on this device: gram_parity.lua
+#                                               (every placement, the instrumented bound, the twins) and
+#                                               the tensor filter's two paths bit for bit (tensor_paths.lua)
+#   bash bench/acceptance_campaign.sh real      the real table (25,000 texts) in full against PyTorch,
+#                                               all starts, the GEMM shape against PyTorch (seed batch
+#                                               --length 501, 65,536 x 4,096 --length 201)
+#   bash bench/acceptance_campaign.sh big       262,144 x 768 x 4,096 x 257: auto and tensor against
+#                                               PyTorch, verify --sample on the mirror
 #   bash bench/acceptance_campaign.sh million   1,048,576 x 384 made here as .npy, 1,024 sequences,
 #                                               --length 101, binary cache, verify --sample, PyTorch beside
-# Every mode measures the ceilings first (f32/f64 fma, copy, SGEMM), so each
-# headline stands beside them from the same call. Each step runs under its own
-# timeout and writes to $OUT as it goes. SMALL=1 runs every step on tables a
-# few hundred items long and skips the PyTorch steps when torch is missing:
-# a dry run of the script itself on lavapipe, measuring nothing.
+# (direct = real big.) Several modes may share a call: ... parity million.
+# Every call measures the ceilings first (f32/f64 fma, copy, SGEMM), once,
+# so each headline stands beside them from the same call. Each step runs
+# under its own timeout and writes to $OUT as it goes. SMALL=1 runs every
+# step on tables a few hundred items long and skips the PyTorch steps when
+# torch is missing: a dry run of the script itself on lavapipe, measuring nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/divgpu-out}
@@ -68,40 +71,44 @@ against_peer() {  # against_peer NAME TABLE STARTS LENGTH: PyTorch direct once, 
     for ours in "$@"; do same "$ours" "$name"; done
 }
 
-for mode in "$@"; do
-echo "== $mode ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
-case "$mode" in
-gram)
-    ceilings
-    # The certified filters on this device: every placement with the instrumented bound, the twins.
-    timeout 150 luajit bench/gram_parity.lua >"$OUT/gram_parity.txt" 2>"$LOGS/gram_parity.log"
-    echo "  gram_parity: exit $?, $(grep -c '^PASS' "$OUT/gram_parity.txt") passed, $(grep -c '^FAIL' "$OUT/gram_parity.txt") failed" \
-        | tee -a "$OUT/summary.txt"
+gram() {
     SEED=$(npy_table "$SEED_N" 768)
     DIVGPU_WORKGROUP=$WG pairs seed "$((PAIRS * 15 + 40))" --embeddings "$SEED" --starts "0:$SEED_S" --length "$SEED_N" \
         --pairs "$PAIRS" --method gram
     MID=$(npy_table "$MID_N" 768)
     divgpu_run mid_gram "$MID" "0:$MID_S" "$MID_L" gram --workgroup-size "$WG"
     against_peer mid_torch "$MID" "0:$MID_S" "$MID_L" mid_gram
-    ;;
-direct)
-    ceilings
+}
+
+parity() {
+    # The certified filters on this device: every placement with the instrumented bound, the twins.
+    timeout 240 luajit bench/gram_parity.lua >"$OUT/gram_parity.txt" 2>"$LOGS/gram_parity.log"
+    echo "  gram_parity: exit $?, $(grep -c '^PASS' "$OUT/gram_parity.txt") passed, $(grep -c '^FAIL' "$OUT/gram_parity.txt") failed" \
+        | tee -a "$OUT/summary.txt"
+    # The tensor filter's products on the plain path and on cooperative matrices: the same integers.
+    timeout 90 luajit bench/tensor_paths.lua "synth:$SEED_N:768" "0:$SEED_S" 9 >"$OUT/tensor_paths.jsonl" 2>"$LOGS/tensor_paths.log"
+    echo "  tensor_paths: exit $?; $(tail -n 1 "$OUT/tensor_paths.jsonl")" | tee -a "$OUT/summary.txt"
+}
+
+real() {
     if [ -n "$REAL" ] && [ -f "$REAL" ]; then
         # 4,096 starts in full: the length is the table's N.
         REAL_N=$(python3 -c "import numpy, sys; print(numpy.load(sys.argv[1], mmap_mode='r').shape[0])" "$REAL")
         divgpu_run real_gram "$REAL" 0:4096 "$REAL_N" gram --workgroup-size "$WG"
         against_peer real_torch "$REAL" 0:4096 "$REAL_N" real_gram
+    else
+        echo "  real: no real table at '$REAL'" | tee -a "$OUT/summary.txt"
     fi
     SEED=$(npy_table "$SEED_N" 768)
     divgpu_run all_gram "$SEED" "0:$SEED_N" "$SEED_N" gram --workgroup-size "$WG"
-    # The tensor filter's products on the plain path and on cooperative matrices: the same integers.
-    timeout 90 luajit bench/tensor_paths.lua "synth:$SEED_N:768" "0:$SEED_S" 9 >"$OUT/tensor_paths.jsonl" 2>"$LOGS/tensor_paths.log"
-    echo "  tensor_paths: exit $?; $(tail -n 1 "$OUT/tensor_paths.jsonl")" | tee -a "$OUT/summary.txt"
     # The GEMM shape against PyTorch, whole runs in pairs.
     pairs gemm_seed 120 --embeddings "$SEED" --starts "0:$SEED_S" --length 501 --pairs 6 --method direct --shape gemm
     MID=$(npy_table "$MID_N" 768)
     pairs gemm_mid 150 --embeddings "$MID" --starts "0:$MID_S" --length "$GEMM_L" --pairs 4 --method direct --shape gemm
-    # Past G: auto's choice, the GEMM shape and the tensor filter, PyTorch beside.
+}
+
+big() {
+    # Past G: auto's choice and the tensor filter, PyTorch beside.
     BIG=$(npy_table "$BIG_N" "$BIG_D")
     divgpu_run big_auto "$BIG" "0:$BIG_S" "$BIG_L" auto
     divgpu_run big_tensor "$BIG" "0:$BIG_S" "$BIG_L" tensor
@@ -112,9 +119,9 @@ direct)
     timeout 120 bin/divgpu verify --embeddings "$BIG" --cache /tmp/big_auto.json --sample 16 --seed 20261201 \
         >"$LOGS/big_verify.out" 2>"$LOGS/big_verify.log"
     echo "  big_auto verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
-    ;;
-million)
-    ceilings
+}
+
+million() {
     t0=$EPOCHREALTIME
     M=$(npy_table "$MILLION_N" 384)
     echo "  made $M ($(stat -c %s "$M") bytes) in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s" \
@@ -125,10 +132,18 @@ million)
     timed million_convert timeout 60 bin/divgpu convert /tmp/million.bin --out /tmp/million_run.json
     against_peer million_torch "$M" "0:$MILLION_S" 101 million_run
     ls -l /tmp/million.bin /tmp/million_run.json | tee -a "$OUT/summary.txt"
-    ;;
-*)
-    echo "unknown mode $mode (gram, direct, million)" >&2
-    exit 2
-    ;;
-esac
+}
+
+for mode in "$@"; do
+    case "$mode" in
+    gram | parity | real | big | million | direct) ;;
+    *) echo "unknown mode $mode (gram, parity, real, big, million, direct)" >&2; exit 2 ;;
+    esac
 done
+echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
+ceilings
+for mode in "$@"; do
+    echo "== $mode ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
+    if [ "$mode" = direct ]; then real; big; else "$mode"; fi
+done
+echo "== end ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
