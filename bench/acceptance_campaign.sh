@@ -18,7 +18,7 @@
 # so each headline stands beside them from the same call. Each step runs
 # under its own timeout and writes to $OUT as it goes. SMALL=1 runs every
 # step on tables a few hundred items long and skips the PyTorch steps when
-# torch is missing: a dry run of the script itself on lavapipe, measuring nothing.
+# torch is missing (on the CPU when torch sees no GPU): a dry run of the script itself on lavapipe, measuring nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/divgpu-out}
@@ -27,6 +27,8 @@ mkdir -p "$OUT" "$LOGS"
 if [ "${SMALL:-0}" = 1 ]; then
     export LUA_PATH="./?.lua;lua/?.lua;;" LUA_CPATH="build/?.so;;"
     have_torch() { python3 -c "import torch" 2>/dev/null; }
+    # With torch but no CUDA here, the PyTorch steps run on the CPU: the dry run covers them too.
+    python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null || export PEER_DEVICE=cpu
 else
     have_torch() { true; }
 fi
@@ -53,14 +55,14 @@ ceilings() {  # the rates every headline stands beside, measured in this call
     { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
         2>/dev/null || bin/divgpu info | head -3; } | tee "$OUT/gpu.txt"
     timeout 60 luajit bench/peaks.lua $([ "${SMALL:-0}" = 1 ] && echo --quick) 2>"$LOGS/peaks.log" | tee "$OUT/peaks.jsonl"
-    if have_torch; then timeout 40 python3 bench/peers/ceilings.py | tee "$OUT/ceilings.jsonl"; fi
+    if have_torch && [ "${PEER_DEVICE:-cuda}" = cuda ]; then timeout 40 python3 bench/peers/ceilings.py | tee "$OUT/ceilings.jsonl"; fi
 }
 
 pairs() {  # pairs NAME TIMEOUT whole_run_pairs.py ARGS...: alternating pairs against PyTorch direct
     local name=$1 limit=$2; shift 2
     if ! have_torch; then echo "  $name: skipped (no torch here)" | tee -a "$OUT/summary.txt"; return; fi
     DIVGPU_WORKGROUP=${DIVGPU_WORKGROUP:-} timeout "$limit" python3 bench/whole_run_pairs.py "$@" \
-        --out-dir "/tmp/pairs_$name" --json "$OUT/pairs_$name.json" 2>"$LOGS/pairs_$name.log" \
+        --peer-device "${PEER_DEVICE:-cuda}" --out-dir "/tmp/pairs_$name" --json "$OUT/pairs_$name.json" 2>"$LOGS/pairs_$name.log" \
         | tee "$LOGS/pairs_$name.txt" | tail -n 3 | sed "s/^/  $name: /" | tee -a "$OUT/summary.txt"
 }
 

@@ -30,10 +30,11 @@ divgpu_run() {  # divgpu_run NAME TABLE STARTS LENGTH METHOD [extra...]
         --out "/tmp/$name.json" "$@"
 }
 
-peer() {  # peer NAME SCRIPT TABLE STARTS LENGTH (PEER_TIMEOUT seconds at most, default 600)
+peer() {  # peer NAME SCRIPT TABLE STARTS LENGTH (PEER_TIMEOUT seconds at most, default 600; PEER_DEVICE, default cuda)
     local name=$1 script=$2 tbl=$3 starts=$4 length=$5
     timed "$name" timeout "${PEER_TIMEOUT:-600}" python3 "bench/peers/$script" --embeddings "$tbl" --starts "$starts" --length "$length" \
-        --out "/tmp/$name.json" --json "$LOGS/$name.json"
+        --out "/tmp/$name.json" --json "$LOGS/$name.json" \
+        --device "${PEER_DEVICE:-cuda}"
     cat "$LOGS/$name.json" >>"$OUT/peers.jsonl"; echo >>"$OUT/peers.jsonl"
 }
 

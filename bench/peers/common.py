@@ -24,7 +24,8 @@ import sys
 import numpy as np
 
 FORMAT = "divgpu-diversity-cache"
-VERSION = 1
+VERSION = 1           # what the peers write
+READ_VERSIONS = (1, 2)  # what they read: divgpu writes version 2 (docs/formats.md#cache-version-2)
 
 
 class InputError(Exception):
@@ -185,14 +186,16 @@ def read_cache(path):
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise InputError(f"{path}: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise InputError(f"{path}: not a divgpu cache of version {VERSION}")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") not in READ_VERSIONS:
+        raise InputError(f"{path}: not a divgpu cache of version 1 or 2")
     seqs = doc.pop("sequences", None)
     if not isinstance(seqs, list) or not seqs:
         raise InputError(f'{path}: no "sequences" array, or an empty one')
     for i, s in enumerate(seqs):
         if not isinstance(s, list) or len(s) != doc.get("length"):
             raise InputError(f"{path}: sequence {i} does not have the header's length {doc.get('length')}")
+    if doc["version"] == 2 and doc.get("starts_count") != len(seqs):
+        raise InputError(f"{path}: {len(seqs)} sequences, but its header says starts_count {doc.get('starts_count')}")
     return doc, seqs
 
 
