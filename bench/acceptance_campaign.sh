@@ -3,6 +3,7 @@
 # (at most 10 minutes; predictions first: bench/notes/2026-12-01_acceptance.md):
 #   bash bench/acceptance_campaign.sh gram      the Gram method: 24 alternating pairs on the seed batch,
 #                                               65,536 x 4,096 x 1,025 against PyTorch
+#   bash bench/acceptance_campaign.sh diagnose  where gram leaves the contract on a large table (gram_diagnose.lua)
 #   bash bench/acceptance_campaign.sh parity    the certified filters on this device: gram_parity.lua
 #                                               (every placement, the instrumented bound, the twins) and
 #                                               the tensor filter's two paths bit for bit (tensor_paths.lua)
@@ -82,6 +83,12 @@ gram() {
     against_peer mid_torch "$MID" "0:$MID_S" "$MID_L" mid_gram
 }
 
+diagnose() {  # where gram leaves the contract on a large table (bench/gram_diagnose.lua)
+    timeout 300 luajit bench/gram_diagnose.lua $([ "${SMALL:-0}" = 1 ] || echo 20000 65536) >"$OUT/gram_diagnose.txt" 2>"$LOGS/gram_diagnose.log"
+    echo "  gram_diagnose: exit $?" | tee -a "$OUT/summary.txt"
+    cat "$OUT/gram_diagnose.txt" | sed 's/^/  /' | tee -a "$OUT/summary.txt"
+}
+
 parity() {
     # The certified filters on this device: every placement with the instrumented bound, the twins.
     timeout 240 luajit bench/gram_parity.lua >"$OUT/gram_parity.txt" 2>"$LOGS/gram_parity.log"
@@ -138,8 +145,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    gram | parity | real | big | million | direct) ;;
-    *) echo "unknown mode $mode (gram, parity, real, big, million, direct)" >&2; exit 2 ;;
+    gram | diagnose | parity | real | big | million | direct) ;;
+    *) echo "unknown mode $mode (gram, diagnose, parity, real, big, million, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"

@@ -5,6 +5,7 @@
 -- cooperative-matrix path where the device has one), and the twins that must
 -- fail. One line per check; exits non-zero on any failure.
 --   luajit bench/gram_parity.lua
+io.stdout:setvbuf("line")  -- each check reaches the file as it ends (a campaign may stop this under a timeout)
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
