@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # The acceptance measurements still owed, each mode fitting one device call
 # (at most 10 minutes; predictions first: bench/notes/2026-12-01_acceptance.md):
-#   bash bench/acceptance_campaign.sh gram      the Gram method: 24 alternating pairs on the seed batch,
-#                                               65,536 x 4,096 x 1,025 against PyTorch
+#   bash bench/acceptance_campaign.sh seed      24 alternating pairs of gram on the seed batch against PyTorch
+#   bash bench/acceptance_campaign.sh mid       gram on 65,536 x 4,096 x 1,025 against PyTorch
 #   bash bench/acceptance_campaign.sh diagnose  where gram leaves the contract on a large table (gram_diagnose.lua)
 #   bash bench/acceptance_campaign.sh parity    the certified filters on this device: gram_parity.lua
 #                                               (every placement, the instrumented bound, the twins) and
 #                                               the tensor filter's two paths bit for bit (tensor_paths.lua)
-#   bash bench/acceptance_campaign.sh real      the real table (25,000 texts) in full against PyTorch,
-#                                               all starts, the GEMM shape against PyTorch (seed batch
+#   bash bench/acceptance_campaign.sh real      the real table (25,000 texts) in full against PyTorch, all starts
+#   bash bench/acceptance_campaign.sh gemm      the GEMM shape against PyTorch in pairs (seed batch
 #                                               --length 501, 65,536 x 4,096 --length 201)
 #   bash bench/acceptance_campaign.sh big       262,144 x 768 x 4,096 x 257: auto and tensor against
 #                                               PyTorch, verify --sample on the mirror
 #   bash bench/acceptance_campaign.sh million   1,048,576 x 384 made here as .npy, 1,024 sequences,
 #                                               --length 101, binary cache, verify --sample, PyTorch beside
-# (direct = real big.) Several modes may share a call: ... parity million.
+# (gram = seed mid; direct = real gemm big.) Several modes may share a call.
 # Every call measures the ceilings first (f32/f64 fma, copy, SGEMM), once,
 # so each headline stands beside them from the same call. Each step runs
 # under its own timeout and writes to $OUT as it goes. SMALL=1 runs every
@@ -74,10 +74,13 @@ against_peer() {  # against_peer NAME TABLE STARTS LENGTH: PyTorch direct once, 
     for ours in "$@"; do same "$ours" "$name"; done
 }
 
-gram() {
+seed() {
     SEED=$(npy_table "$SEED_N" 768)
     DIVGPU_WORKGROUP=$WG pairs seed "$((PAIRS * 15 + 40))" --embeddings "$SEED" --starts "0:$SEED_S" --length "$SEED_N" \
         --pairs "$PAIRS" --method gram
+}
+
+mid() {
     MID=$(npy_table "$MID_N" 768)
     divgpu_run mid_gram "$MID" "0:$MID_S" "$MID_L" gram --workgroup-size "$WG"
     against_peer mid_torch "$MID" "0:$MID_S" "$MID_L" mid_gram
@@ -110,6 +113,10 @@ real() {
     fi
     SEED=$(npy_table "$SEED_N" 768)
     divgpu_run all_gram "$SEED" "0:$SEED_N" "$SEED_N" gram --workgroup-size "$WG"
+}
+
+gemm() {
+    SEED=$(npy_table "$SEED_N" 768)
     # The GEMM shape against PyTorch, whole runs in pairs.
     pairs gemm_seed 120 --embeddings "$SEED" --starts "0:$SEED_S" --length 501 --pairs 6 --method direct --shape gemm
     MID=$(npy_table "$MID_N" 768)
@@ -145,14 +152,18 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    gram | diagnose | parity | real | big | million | direct) ;;
-    *) echo "unknown mode $mode (gram, diagnose, parity, real, big, million, direct)" >&2; exit 2 ;;
+    seed | mid | diagnose | parity | real | gemm | big | million | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, diagnose, parity, real, gemm, big, million; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
 ceilings
 for mode in "$@"; do
     echo "== $mode ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
-    if [ "$mode" = direct ]; then real; big; else "$mode"; fi
+    case "$mode" in
+    gram) seed; mid ;;
+    direct) real; gemm; big ;;
+    *) "$mode" ;;
+    esac
 done
 echo "== end ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"

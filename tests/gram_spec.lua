@@ -220,6 +220,22 @@ describe("gram method vs CPU mirror", function()
         end)
     end
 
+    describe("the register page's size", function()
+        -- On the H200 a page of 40 slots at 512 threads spilled and chose
+        -- other items than the contract; 40 at 256 and 17 at 512 did not.
+        it("fits the thread's share of the register file", function()
+            assert.are.equal(21, gram.reg_max("gpu", 512))
+            assert.are.equal(40, gram.reg_max("gpu", 256))
+            assert.are.equal(35, gram.reg_max("gpu", 384))
+            assert.are.equal(8, gram.reg_max("cpu", 512))
+            for _, wg in ipairs{ 32, 64, 128, 256, 384, 512, 768, 1024 } do
+                local slots = gram.reg_max("gpu", wg)
+                assert(slots >= 1 and 3 * slots + 64 <= math.max(67, math.min(255, 65536 / wg)),
+                    wg .. " threads: " .. slots .. " slots do not fit")
+            end
+        end)
+    end)
+
     describe("G's build", function()
         --- Every row of the job's G' against the host's reference, bit for bit:
         --- nil, or the first difference.

@@ -207,11 +207,25 @@ function _M.placement(n, wg, reg_max, shared_max)
     return reg, shared, max(0, n - reg * wg - shared)
 end
 
--- Registers a thread may give to approx: a GPU's register file holds 40 f64
--- a thread at 256 threads with room for two workgroups an SM (the H200:
--- bench/RESULTS.md); a CPU device compiles the unrolled page into vector
--- code, where a small page keeps that fast.
-local REG_MAX = { gpu = 40, cpu = 8 }
+-- Registers a thread may give to approx. A GPU: each slot costs three
+-- 32-bit registers (the f64 and its G' load issued ahead), the rest of the
+-- kernel about 64, within the thread's share of an SM's register file
+-- (65,536 on NVIDIA's parts; at most 255 a thread), 40 slots at most. At 512
+-- threads that is 21: with 40 the page did not fit 128 registers, and on the
+-- H200 (driver 580) the spilled kernel chose other items than the contract
+-- (2,676 of 4,096 sequences identical at 65,536 items, 0 of 16 at 20,000;
+-- 40 slots at 256 threads and 17 at 512 were identical: bench/RESULTS.md).
+-- A CPU device compiles the unrolled page into vector code, where a small
+-- page keeps that fast.
+local GPU_REGISTER_FILE, GPU_REGISTERS_MAX, GPU_OTHER_REGISTERS, GPU_SLOTS_MAX = 65536, 255, 64, 40
+local CPU_SLOTS_MAX = 8
+
+--- The register page's slots a thread may hold at most, on a device kind with `wg` threads.
+function _M.reg_max(kind, wg)
+    if kind == "cpu" then return CPU_SLOTS_MAX end
+    local budget = min(GPU_REGISTERS_MAX, floor(GPU_REGISTER_FILE / wg))
+    return max(1, min(GPU_SLOTS_MAX, floor((budget - GPU_OTHER_REGISTERS) / 3)))
+end
 
 -- Threads per sequence on a GPU: 512 ran the seed batch in 2.38 s of H200
 -- GPU time against 2.44 s at 384 and 2.84 s at 256 (one call,
@@ -268,7 +282,7 @@ local function plan(ctx, e, opts)
     fixed = fixed + stage_rows * dim * 4
     short_of(fixed)
     local shared_room = floor((info.max_shared_memory - fixed) / 8)
-    local reg, shared, global = _M.placement(e.n, wg, opts.reg_slots or REG_MAX[kind],
+    local reg, shared, global = _M.placement(e.n, wg, opts.reg_slots or _M.reg_max(kind, wg),
                                              min(opts.shared_slots or huge, shared_room))
     return { workgroup_size = wg, window_capacity = capacity, reg_slots = reg, shared_count = shared,
              global_count = global, subgroup_slots = subgroup_slots, dim_slots = ceil(dim / wg),
