@@ -3,6 +3,7 @@
 # (at most 10 minutes; predictions first: bench/notes/2026-12-01_acceptance.md):
 #   bash bench/acceptance_campaign.sh seed      24 alternating pairs of gram on the seed batch against PyTorch
 #   bash bench/acceptance_campaign.sh mid       gram on 65,536 x 4,096 x 1,025 against PyTorch
+#   bash bench/acceptance_campaign.sh large     gram on 131,072 x 2,048 x 257 against PyTorch
 #   bash bench/acceptance_campaign.sh diagnose  where gram leaves the contract on a large table (gram_diagnose.lua)
 #   bash bench/acceptance_campaign.sh parity    the certified filters on this device: gram_parity.lua
 #                                               (every placement, the instrumented bound, the twins) and
@@ -38,10 +39,10 @@ source bench/campaign_lib.sh
 # Sizes: the acceptance's, or SMALL's stand-ins (N, D, sequences, lengths).
 if [ "${SMALL:-0}" = 1 ]; then
     SEED_N=300 SEED_S=64 MID_N=512 MID_S=40 MID_L=60 GEMM_L=21 BIG_N=1024 BIG_D=64 BIG_S=48 BIG_L=9
-    MILLION_N=4096 MILLION_S=32 PAIRS=${PAIRS:-2} REAL=${REAL:-}
+    LARGE_N=700 LARGE_S=16 MILLION_N=4096 MILLION_S=32 PAIRS=${PAIRS:-2} REAL=${REAL:-}
 else
     SEED_N=8359 SEED_S=3584 MID_N=65536 MID_S=4096 MID_L=1025 GEMM_L=201 BIG_N=262144 BIG_D=768 BIG_S=4096
-    BIG_L=257 MILLION_N=1048576 MILLION_S=1024 PAIRS=${PAIRS:-24} REAL=${REAL:-.campaign/real20k.npy}
+    BIG_L=257 LARGE_N=131072 LARGE_S=2048 MILLION_N=1048576 MILLION_S=1024 PAIRS=${PAIRS:-24} REAL=${REAL:-.campaign/real20k.npy}
 fi
 WG=${WG:-512}  # the step kernel's fastest exact workgroup on the seed batch (bench/RESULTS.md)
 
@@ -84,6 +85,12 @@ mid() {
     MID=$(npy_table "$MID_N" 768)
     divgpu_run mid_gram "$MID" "0:$MID_S" "$MID_L" gram --workgroup-size "$WG"
     against_peer mid_torch "$MID" "0:$MID_S" "$MID_L" mid_gram
+}
+
+large() {  # 131,072 x 2,048 x 257: G's build and the steps with the register page within budget
+    LARGE=$(npy_table "$LARGE_N" 768)
+    divgpu_run large_gram "$LARGE" "0:$LARGE_S" 257 gram --workgroup-size "$WG"
+    against_peer large_torch "$LARGE" "0:$LARGE_S" 257 large_gram
 }
 
 diagnose() {  # where gram leaves the contract on a large table (bench/gram_diagnose.lua)
@@ -152,8 +159,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    seed | mid | diagnose | parity | real | gemm | big | million | gram | direct) ;;
-    *) echo "unknown mode $mode (seed, mid, diagnose, parity, real, gemm, big, million; gram, direct)" >&2; exit 2 ;;
+    seed | mid | large | diagnose | parity | real | gemm | big | million | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, million; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
