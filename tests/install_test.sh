@@ -17,13 +17,9 @@ not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && sed 's
 check() { local name=$1; shift; if "$@"; then ok "$name"; else not_ok "$name"; fi; }
 start=$SECONDS
 
-if ! command -v luarocks >/dev/null; then
-    sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
-    echo "installing: luarocks"
-    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luarocks >/dev/null
-fi
 # The rockspec's Lua dependencies are Debian's packages here, never fetched.
 source tests/luarocks_debian.sh
+ensure_luarocks
 debian_luarocks "$tmp/luarocks-config.lua" "$tmp/no-rocks" argparse=lua-argparse dkjson=lua-dkjson
 
 prefix=$tmp/prefix tree=$tmp/tree work=$tmp/elsewhere
