@@ -4,7 +4,7 @@
 -- each against the CPU mirror (or, for a whole batch, the direct method):
 -- table sizes on both sides of the register and shared capacities, the
 -- state's placements forced, the batch's size, the instrumented bound, and
--- rows of G' against the host's f64 reference.
+-- rows of G' against the host's f64 reference; a twin that must differ.
 --   luajit bench/gram_diagnose.lua [N ...]      (default 65536; SMALL=1: sizes for lavapipe)
 io.stdout:setvbuf("line")
 local divgpu = require "divgpu"
@@ -27,11 +27,11 @@ end
 local function run(e, starts, L, opts)
     local o = { ctx = ctx, embeddings = e, starts = starts, length = L }
     for k, v in pairs(opts) do o[k] = v end
-    local t0 = os.clock()
+    local t0 = divgpu.clock.now()
     local out, stats = driver.run(o)
     collectgarbage()
     if not out then return nil, stats end
-    return out, stats, os.clock() - t0
+    return out, stats, divgpu.clock.now() - t0
 end
 
 -- Sequences of `a` equal to `b`'s, and the first differing (row, step).
@@ -108,6 +108,11 @@ for _, n in ipairs(sizes) do
     check("gram, 256 threads", e, starts, L, { method = "gram", workgroup_size = 256 }, mirror)
     check("gram, instrumented bound", e, starts, math.min(L, 40), { method = "gram", gram_defines = { DIVGPU_GRAM_CHECK = 1 } },
         divgpu.mirror(e, starts, math.min(L, 40)))
+    -- The twin: the winner pending across a dispatch boundary dropped must differ, or SAME proves nothing.
+    local out = assert(run(e, starts, L, { method = "gram", ring = 8, gram_defines = { DIVGPU_GRAM_PERTURB = 2 } }))
+    local same = agreement(out, mirror, S, L)
+    print(string.format("%s twin: a dropped row at each dispatch boundary: %d of %d identical", same < S and "PASS" or "FAIL",
+        same, S))
     -- The batch's size: many sequences in one batch, against the direct method.
     local big_s = small and 64 or 4096
     local many = range(0, big_s)
