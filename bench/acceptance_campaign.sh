@@ -15,6 +15,10 @@
 #                                               PyTorch, verify --sample on the mirror
 #   bash bench/acceptance_campaign.sh million   1,048,576 x 384 made here as .npy, 1,024 sequences,
 #                                               --length 101, binary cache, verify --sample, PyTorch beside
+#   bash bench/acceptance_campaign.sh stall     gram_parity.lua's third check in variants, each under a
+#                                               timeout, a line a chunk (bench/gram_stall_probe.lua)
+#   bash bench/acceptance_campaign.sh build     G's build tilings, with and without padded panels, at
+#                                               65,536 and 131,072 items (bench/gram_tune.lua; alternating)
 # (gram = seed mid; direct = real gemm big.) Several modes may share a call.
 # Every call measures the ceilings first (f32/f64 fma, copy, SGEMM), once,
 # so each headline stands beside them from the same call. Each step runs
@@ -109,6 +113,41 @@ parity() {
     echo "  tensor_paths: exit $?; $(tail -n 1 "$OUT/tensor_paths.jsonl")" | tee -a "$OUT/summary.txt"
 }
 
+stall() {  # where gram_parity.lua's third check stops making progress on this device
+    local n=1000 starts=64
+    [ "${SMALL:-0}" = 1 ] && n=300 starts=8
+    for variant in "" "starts=8" "wg=256" "in_flight=1" "length=$((n * 9 / 10))" "capacity=1024"; do
+        timeout 25 luajit bench/gram_stall_probe.lua n=$n starts=$starts $variant >"$LOGS/stall.out" 2>"$LOGS/stall.log"
+        local rc=$?
+        { echo "  stall [${variant:-as the check}]: exit $rc, $(grep -c '^chunk' "$LOGS/stall.out") chunks"
+          tail -n 3 "$LOGS/stall.out" | sed 's/^/    /'; tail -n 2 "$LOGS/stall.log" | sed 's/^/    err: /'; } \
+            | tee -a "$OUT/summary.txt"
+        cat "$LOGS/stall.out" >>"$OUT/stall.txt"
+    done
+}
+
+build() {  # G's build tilings in alternating order; every exact output compared with the first
+    local mid=$MID_N large=$LARGE_N
+    [ "${SMALL:-0}" = 1 ] && mid=512 large=700
+    local A=build=16x8x8x4x8,compiled B=build=16x8x8x4x8,compiled,pad=4 C=build=16x8x8x4x16,compiled,pad=4
+    local D=build=16x16x8x8x8,compiled,pad=4 E=build=16x16x4x4x16,compiled,pad=4
+    timeout 150 luajit bench/gram_tune.lua "synth:$mid:768" 0:64 2 "$A,checkg" "$B,checkg" "$C,checkg" "$D,checkg" "$E,checkg" \
+        "$A" "$B" "$C" "$D" "$E" >"$OUT/build_mid.jsonl" 2>"$LOGS/build_mid.log"
+    echo "  build at $mid: exit $?" | tee -a "$OUT/summary.txt"
+    timeout 120 luajit bench/gram_tune.lua "synth:$large:768" 0:64 2 "$A" "$B" "$C" "$A" "$B" "$C" \
+        >"$OUT/build_large.jsonl" 2>"$LOGS/build_large.log"
+    echo "  build at $large: exit $?" | tee -a "$OUT/summary.txt"
+    python3 - "$OUT/build_mid.jsonl" "$OUT/build_large.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+for path in sys.argv[1:]:
+    for line in open(path):
+        try: j = json.loads(line)
+        except ValueError: continue
+        print("   ", j.get("n"), j.get("config"), "error: " + j["error"] if "error" in j else
+              "%.4f s GPU, %.2f TFLOP/s, G %s, %s" % (j["build_gpu_seconds"], j["build_tflops"], j.get("g_check"), j["parity"]))
+PY
+}
+
 real() {
     if [ -n "$REAL" ] && [ -f "$REAL" ]; then
         # 4,096 starts in full: the length is the table's N.
@@ -159,8 +198,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    seed | mid | large | diagnose | parity | real | gemm | big | million | gram | direct) ;;
-    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, million; gram, direct)" >&2; exit 2 ;;
+    seed | mid | large | diagnose | parity | real | gemm | big | million | stall | build | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, million, stall, build; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"

@@ -43,8 +43,6 @@ check("poems, every start, 100 steps", ok, windows(stats))
 ok, stats = identical(poems, divgpu.array("u32", { 0, 7, poems.n - 1 }), poems.n)
 check("poems, 3 starts in full", ok, windows(stats))
 local ci = assert(divgpu.synth{ n = 1000, dim = 384, clusters = 16, seed = 7 })
-ok, stats = identical(ci, range(0, 64), 1000)
-check("ci table, 64 starts in full", ok, windows(stats))
 ok, stats = identical(ci, range(0, 64), 300, { window_capacity = 1 })
 check("ci table, capacity 1 (fallbacks)", ok and stats.gram.fallbacks > 0, windows(stats))
 ok, stats = identical(ci, range(0, 16), 300, { ring = 8, g_block_rows = 97, layout = "columns" })
@@ -118,6 +116,11 @@ for _, t in ipairs{ { "poems", poems }, { "seed table", seed } } do
             divgpu.first_difference(out, divgpu.mirror(t[2], range(0, 8), 120), 120) == nil)
     end
 end
+
+-- Last: on the H200 (2026-12-02) this check had not ended after 240 s, which
+-- stopped every check after it (bench/gram_stall_probe.lua looks for why).
+ok, stats = identical(ci, range(0, 64), 1000)
+check("ci table, 64 starts in full", ok, windows(stats))
 
 print(string.format("%d check(s) failed", failures))
 os.exit(failures == 0 and 0 or 1)

@@ -12,6 +12,7 @@
 --   floor                the floor variant (DIVGPU_GRAM_FLOOR: timing only)
 --   build=16x16x8x8x8    G's build tiling wx x wy x tm x tn x slice
 --   compiled             ... as compile-time constants (defines) instead of specialization constants
+--   pad=4                G's build panels padded by 4 doubles a slice row (DIVGPU_BUILD_PAD)
 --   checkg               compare rows of G' with the host's reference first
 --   repeat=3             runs of this configuration (the best is reported too)
 local divgpu = require "divgpu"
@@ -87,7 +88,8 @@ for k = 4, #arg do
     local c = parse(arg[k])
     local opts = { ctx = ctx, embeddings = e, starts = starts, length = length, method = "gram",
                    workgroup_size = tonumber(c.wg), reg_slots = tonumber(c.reg), shared_slots = tonumber(c.shared),
-                   gram_defines = c.floor and { DIVGPU_GRAM_FLOOR = 1 } or nil }
+                   gram_defines = c.floor and { DIVGPU_GRAM_FLOOR = 1 } or nil,
+                   build_defines = c.pad and { DIVGPU_BUILD_PAD = tonumber(c.pad) } or nil }
     if c.build then
         local wx, wy, tm, tn, slice = c.build:match("^(%d+)x(%d+)x(%d+)x(%d+)x(%d+)$")
         opts.build_tiling = { wx = tonumber(wx), wy = tonumber(wy), tm = tonumber(tm), tn = tonumber(tn), slice = tonumber(slice),
@@ -98,7 +100,7 @@ for k = 4, #arg do
             local t0 = divgpu.clock.now()
             local job = assert(gram.job(ctx, e, { workgroup_size = opts.workgroup_size, reg_slots = opts.reg_slots,
                                            shared_slots = opts.shared_slots, build_tiling = opts.build_tiling,
-                                           defines = opts.gram_defines }))
+                                           defines = opts.gram_defines, build_defines = opts.build_defines }))
             local job_seconds = divgpu.clock.now() - t0
             local g_check = c.checkg and check_g(job) or nil
             local out, stats = assert(driver.run{ ctx = ctx, job = job, embeddings = e, starts = starts, length = length })

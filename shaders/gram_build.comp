@@ -29,6 +29,15 @@
 #define DIVGPU_GRAM_BUILD_PERTURB 0
 #endif
 
+// Doubles of padding after each slice row of a panel. Staging writes a
+// warp's values down the SLICE rows (row stride TILE doubles, a multiple of
+// the 16 bank pairs: with no padding every row of a store lands in the same
+// banks, an 8-way conflict); a stride of TILE + 4 spreads them to the
+// 2-way least a 256-byte store needs. The reads are unchanged.
+#ifndef DIVGPU_BUILD_PAD
+#define DIVGPU_BUILD_PAD 0
+#endif
+
 // The tiling: WX x WY threads, TM x TN entries each, SLICE dimensions per
 // stage. Specialization constants by default (one SPIR-V for every device);
 // with DIVGPU_BUILD_TILING defined, compile-time constants (BUILD_WX ...).
@@ -67,8 +76,8 @@ layout(std430, set = 0, binding = 2) readonly buffer GBlocks { uvec2 g_block[]; 
 
 layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer GRow { float g[]; };
 
-shared double panel_i[SLICE][TILE];
-shared double panel_j[SLICE][TILE];
+shared double panel_i[SLICE][TILE + DIVGPU_BUILD_PAD];
+shared double panel_j[SLICE][TILE + DIVGPU_BUILD_PAD];
 
 GRow g_row(uint i) {
     const uint64_t base = packUint2x32(g_block[i / pc.block_rows]);

@@ -1,0 +1,41 @@
+-- Where a gram job stops making progress: runs one job on the synthetic table
+-- of gram_parity.lua's third check (1,000 x 384, 16 clusters, seed 7), a line
+-- per finished chunk (its steps and the seconds since the start), then the
+-- comparison with the CPU mirror. On the H200 that check did not end within
+-- 240 s (2026-12-02, f116a95) while it ends in seconds on lavapipe; the
+-- campaign runs this under `timeout`, so the last line says how far it got.
+--   luajit bench/gram_stall_probe.lua [key=value ...]
+--   starts=64 length=1000 wg=512 capacity=512 reg=2 in_flight=2 n=1000
+io.stdout:setvbuf("line")
+local divgpu = require "divgpu"
+local vk = require "divgpu.vk_compute"
+local driver = require "divgpu.driver"
+
+local o = {}
+for k = 1, #arg do
+    local key, value = arg[k]:match("^([%w_]+)=(%d+)$")
+    if not key then error("gram_stall_probe.lua: arguments are key=number, got '" .. arg[k] .. "'", 0) end
+    o[key] = tonumber(value)
+end
+local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
+local n = o.n or 1000
+local e = assert(divgpu.synth{ n = n, dim = 384, clusters = 16, seed = 7 })
+local list = {}
+for s = 0, (o.starts or 64) - 1 do list[#list + 1] = s end
+local starts, length = divgpu.array("u32", list), o.length or n
+local t0 = divgpu.clock.now()
+print(string.format("device %s; %d x %d, %d starts, length %d, %s", ctx.info.name, n, e.dim, #list, length,
+    table.concat(arg, " ")))
+local out, stats = assert(driver.run{
+    ctx = ctx, embeddings = e, starts = starts, length = length, method = "gram",
+    workgroup_size = o.wg, window_capacity = o.capacity, reg_slots = o.reg, in_flight = o.in_flight,
+    on_chunk = function(c)
+        print(string.format("chunk: steps %d..%d, %.3f s GPU, %.3f s since the start", c.first_step,
+            c.first_step + c.steps - 1, c.gpu_seconds or -1, divgpu.clock.now() - t0))
+    end,
+})
+print(string.format("ran in %.3f s", divgpu.clock.now() - t0))
+local g = stats.gram
+print(string.format("mean window %.3f, %d fallbacks, largest %d", g.window_total / g.steps, g.fallbacks, g.window_max))
+local d = divgpu.first_difference(out, divgpu.mirror(e, starts, length), length)
+print(d and string.format("DIFFERS from the mirror: row %d step %d", d.row, d.step) or "identical to the mirror")
