@@ -116,7 +116,7 @@ parity() {
 stall() {  # where gram_parity.lua's third check stops making progress on this device
     local n=1000 starts=64
     [ "${SMALL:-0}" = 1 ] && n=300 starts=8
-    for variant in "" "starts=8" "wg=256" "in_flight=1" "length=$((n * 9 / 10))" "capacity=1024"; do
+    for variant in "" "after=1" "starts=8" "wg=256" "in_flight=1" "length=$((n * 9 / 10))" "capacity=1024"; do
         timeout 25 luajit bench/gram_stall_probe.lua n=$n starts=$starts $variant >"$LOGS/stall.out" 2>"$LOGS/stall.log"
         local rc=$?
         { echo "  stall [${variant:-as the check}]: exit $rc, $(grep -c '^chunk' "$LOGS/stall.out") chunks"

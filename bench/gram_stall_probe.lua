@@ -6,6 +6,7 @@
 -- campaign runs this under `timeout`, so the last line says how far it got.
 --   luajit bench/gram_stall_probe.lua [key=value ...]
 --   starts=64 length=1000 wg=512 capacity=512 reg=2 in_flight=2 n=1000
+--   after=1: first run gram_parity.lua's first two checks' jobs in the same context, as the check does
 io.stdout:setvbuf("line")
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
@@ -18,6 +19,16 @@ for k = 1, #arg do
     o[key] = tonumber(value)
 end
 local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
+if o.after == 1 then
+    local poems = assert(divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json"))
+    local every = {}
+    for s = 0, poems.n - 1 do every[#every + 1] = s end
+    local t = divgpu.clock.now()
+    assert(driver.run{ ctx = ctx, embeddings = poems, starts = divgpu.array("u32", every), length = 100, method = "gram" })
+    assert(driver.run{ ctx = ctx, embeddings = poems, starts = divgpu.array("u32", { 0, 7, poems.n - 1 }), length = poems.n,
+                       method = "gram" })
+    print(string.format("the first two checks' jobs ran in %.3f s", divgpu.clock.now() - t))
+end
 local n = o.n or 1000
 local e = assert(divgpu.synth{ n = n, dim = 384, clusters = 16, seed = 7 })
 local list = {}
