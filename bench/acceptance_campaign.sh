@@ -114,29 +114,32 @@ parity() {
 }
 
 stall() {  # where gram_parity.lua's third check stops making progress on this device
-    local n=1000 starts=64
+    local n=1000 starts=64 limit=${STALL_LIMIT:-12}
     [ "${SMALL:-0}" = 1 ] && n=300 starts=8
-    for variant in "" "after=1" "starts=8" "wg=256" "in_flight=1" "length=$((n * 9 / 10))" "capacity=1024"; do
-        timeout 25 luajit bench/gram_stall_probe.lua n=$n starts=$starts $variant >"$LOGS/stall.out" 2>"$LOGS/stall.log"
+    # 2026-12-02 call 1: only wg=256 ended; every other variant stopped in its first dispatch of
+    # several steps. These look for what else frees it.
+    for variant in "" "n=1024" "n=1025" "n=1536" "n=2103" "n=600" "wg=384" "wg=448" "dim=512" "floor=1"; do
+        timeout "$limit" luajit bench/gram_stall_probe.lua n=$n starts=$starts $variant >"$LOGS/stall.out" 2>"$LOGS/stall.log"
         local rc=$?
-        { echo "  stall [${variant:-as the check}]: exit $rc, $(grep -c '^chunk' "$LOGS/stall.out") chunks"
-          tail -n 3 "$LOGS/stall.out" | sed 's/^/    /'; tail -n 2 "$LOGS/stall.log" | sed 's/^/    err: /'; } \
-            | tee -a "$OUT/summary.txt"
+        { echo "  stall [${variant:-as the check}]: exit $rc, $(grep -c '^chunk' "$LOGS/stall.out") chunks; $(tail -n 1 "$LOGS/stall.out")"
+          tail -n 1 "$LOGS/stall.log" | sed 's/^/    err: /'; } | tee -a "$OUT/summary.txt"
         cat "$LOGS/stall.out" >>"$OUT/stall.txt"
     done
 }
 
-build() {  # G's build tilings in alternating order; every exact output compared with the first
+build() {  # G's build: the mirror staged through shared memory against the earlier direct stores, alternating
     local mid=$MID_N large=$LARGE_N
     [ "${SMALL:-0}" = 1 ] && mid=512 large=700
-    local A=build=16x8x8x4x8,compiled B=build=16x8x8x4x8,compiled,pad=4 C=build=16x8x8x4x16,compiled,pad=4
-    local D=build=16x16x8x8x8,compiled,pad=4 E=build=16x16x4x4x16,compiled,pad=4
-    timeout 150 luajit bench/gram_tune.lua "synth:$mid:768" 0:64 2 "$A,checkg" "$B,checkg" "$C,checkg" "$D,checkg" "$E,checkg" \
-        "$A" "$B" "$C" "$D" "$E" >"$OUT/build_mid.jsonl" 2>"$LOGS/build_mid.log"
+    local A=build=16x8x8x4x8,compiled A0=build=16x8x8x4x8,compiled,direct_mirror
+    local D=build=16x16x8x8x8,compiled,pad=4 D0=build=16x16x8x8x8,compiled,pad=4,direct_mirror
+    timeout 150 luajit bench/gram_tune.lua "synth:$mid:768" 0:64 2 "$A,checkg" "$A0,checkg" "$D,checkg" "$D0,checkg" \
+        "$A" "$A0" "$D" "$D0" "$A" "$A0" "$D" "$D0" >"$OUT/build_mid.jsonl" 2>"$LOGS/build_mid.log"
     echo "  build at $mid: exit $?" | tee -a "$OUT/summary.txt"
-    timeout 120 luajit bench/gram_tune.lua "synth:$large:768" 0:64 2 "$A" "$B" "$C" "$A" "$B" "$C" \
-        >"$OUT/build_large.jsonl" 2>"$LOGS/build_large.log"
-    echo "  build at $large: exit $?" | tee -a "$OUT/summary.txt"
+    # One G' of 64 GiB at a time: a process each.
+    for config in "$A,checkg" "$A0" "$D,checkg" "$D0" "$A" "$A0" "$D" "$D0"; do
+        timeout 40 luajit bench/gram_tune.lua "synth:$large:768" 0:64 2 "$config" >>"$OUT/build_large.jsonl" 2>>"$LOGS/build_large.log"
+    done
+    echo "  build at $large: done" | tee -a "$OUT/summary.txt"
     python3 - "$OUT/build_mid.jsonl" "$OUT/build_large.jsonl" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 for path in sys.argv[1:]:

@@ -5,7 +5,8 @@
 -- 240 s (2026-12-02, f116a95) while it ends in seconds on lavapipe; the
 -- campaign runs this under `timeout`, so the last line says how far it got.
 --   luajit bench/gram_stall_probe.lua [key=value ...]
---   starts=64 length=1000 wg=512 capacity=512 reg=2 in_flight=2 n=1000
+--   starts=64 length=1000 wg=512 capacity=512 reg=2 in_flight=2 n=1000 dim=384
+--   floor=1: the floor variant (timing only: its output differs from the mirror)
 --   after=1: first run gram_parity.lua's first two checks' jobs in the same context, as the check does
 io.stdout:setvbuf("line")
 local divgpu = require "divgpu"
@@ -30,7 +31,7 @@ if o.after == 1 then
     print(string.format("the first two checks' jobs ran in %.3f s", divgpu.clock.now() - t))
 end
 local n = o.n or 1000
-local e = assert(divgpu.synth{ n = n, dim = 384, clusters = 16, seed = 7 })
+local e = assert(divgpu.synth{ n = n, dim = o.dim or 384, clusters = 16, seed = 7 })
 local list = {}
 for s = 0, (o.starts or 64) - 1 do list[#list + 1] = s end
 local starts, length = divgpu.array("u32", list), o.length or n
@@ -40,6 +41,7 @@ print(string.format("device %s; %d x %d, %d starts, length %d, %s", ctx.info.nam
 local out, stats = assert(driver.run{
     ctx = ctx, embeddings = e, starts = starts, length = length, method = "gram",
     workgroup_size = o.wg, window_capacity = o.capacity, reg_slots = o.reg, in_flight = o.in_flight,
+    gram_defines = o.floor == 1 and { DIVGPU_GRAM_FLOOR = 1 } or nil,
     on_chunk = function(c)
         print(string.format("chunk: steps %d..%d, %.3f s GPU, %.3f s since the start", c.first_step,
             c.first_step + c.steps - 1, c.gpu_seconds or -1, divgpu.clock.now() - t0))

@@ -254,7 +254,7 @@ describe("gram method vs CPU mirror", function()
             end
         end
 
-        it("equals the f64 reference bit for bit (N not a multiple of the tile, G in many blocks, two tilings)", function()
+        it("equals the f64 reference bit for bit (N not a multiple of the tile, G in many blocks, three tilings)", function()
             local e = divgpu.synth{ n = 300, dim = 37, clusters = 8, seed = 11 }
             local job = gram.job(h.ctx(), e, { g_block_rows = 97 })
             assert(300 % job.build_tiling.tile ~= 0, "the tile divides N: the edge is not tested")
@@ -264,6 +264,23 @@ describe("gram method vs CPU mirror", function()
             assert.are.equal(32, job.build_tiling.tile)
             d = g_difference(job, e)
             assert(d == nil, d)
+            -- The GPU's tiling, compiled (its microtile in named registers): the shipped variant.
+            job = gram.job(h.ctx(), e, { build_tiling = { wx = 16, wy = 8, tm = 8, tn = 4, slice = 8, compiled = true } })
+            assert.are.equal(64, job.build_tiling.tile)
+            d = g_difference(job, e)
+            assert(d == nil, d)
+        end)
+
+        it("twin: the mirror's columns swapped in pairs differ from the reference (both tiling forms)", function()
+            local e = divgpu.synth{ n = 300, dim = 37, clusters = 8, seed = 11 }
+            for _, tiling in ipairs{ false, { wx = 16, wy = 8, tm = 8, tn = 4, slice = 8, compiled = true } } do
+                local job = gram.job(h.ctx(), e, { build_tiling = tiling or nil, build_defines = { DIVGPU_GRAM_BUILD_PERTURB = 2 } })
+                local d = g_difference(job, e)
+                assert.is_not_nil(d, "the perturbed mirror gave the reference's G'")
+                -- Only the mirror (the lower triangle) is wrong.
+                local i, j = d:match("^G'%[(%d+)%]%[(%d+)%]")
+                assert(tonumber(i) > tonumber(j), d)
+            end
         end)
 
         it("twin: products rounded to f32 before the f64 sum differ from the reference", function()
