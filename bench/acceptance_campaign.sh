@@ -17,8 +17,8 @@
 #                                               --length 101, binary cache, verify --sample, PyTorch beside
 #   bash bench/acceptance_campaign.sh stall     gram_parity.lua's third check in variants, each under a
 #                                               timeout, a line a chunk (bench/gram_stall_probe.lua)
-#   bash bench/acceptance_campaign.sh build     G's build tilings, with and without padded panels, at
-#                                               65,536 and 131,072 items (bench/gram_tune.lua; alternating)
+#   bash bench/acceptance_campaign.sh build     G's build, its tiles in row order against groups of tile-rows,
+#                                               at 65,536 and 131,072 items (bench/gram_tune.lua; alternating)
 # (gram = seed mid; direct = real gemm big.) Several modes may share a call.
 # Every call measures the ceilings first (f32/f64 fma, copy, SGEMM), once,
 # so each headline stands beside them from the same call. Each step runs
@@ -127,16 +127,16 @@ stall() {  # where gram_parity.lua's third check stops making progress on this d
     done
 }
 
-build() {  # G's build: the mirror staged through shared memory against the earlier direct stores, alternating
+build() {  # G's build: the shipped tiling against its tiles in groups of 8 and 16 tile-rows, alternating
     local mid=$MID_N large=$LARGE_N
     [ "${SMALL:-0}" = 1 ] && mid=512 large=700
-    local A=build=16x8x8x4x8,compiled A0=build=16x8x8x4x8,compiled,direct_mirror
-    local D=build=16x16x8x8x8,compiled,pad=4 D0=build=16x16x8x8x8,compiled,pad=4,direct_mirror
-    timeout 150 luajit bench/gram_tune.lua "synth:$mid:768" 0:64 2 "$A,checkg" "$A0,checkg" "$D,checkg" "$D0,checkg" \
-        "$A" "$A0" "$D" "$D0" "$A" "$A0" "$D" "$D0" >"$OUT/build_mid.jsonl" 2>"$LOGS/build_mid.log"
+    local D=build=16x16x8x8x8,compiled G8=build=16x16x8x8x8,compiled,pad=4,group=8
+    local G16=build=16x16x8x8x8,compiled,pad=4,group=16
+    timeout 100 luajit bench/gram_tune.lua "synth:$mid:768" 0:64 2 "$D,checkg" "$G8,checkg" "$G16,checkg" \
+        "$D" "$G8" "$G16" "$D" "$G8" "$G16" >"$OUT/build_mid.jsonl" 2>"$LOGS/build_mid.log"
     echo "  build at $mid: exit $?" | tee -a "$OUT/summary.txt"
     # One G' of 64 GiB at a time: a process each.
-    for config in "$A,checkg" "$A0" "$D,checkg" "$D0" "$A" "$A0" "$D" "$D0"; do
+    for config in "$D,checkg" "$G8,checkg" "$G16,checkg" "$D" "$G8" "$G16"; do
         timeout 40 luajit bench/gram_tune.lua "synth:$large:768" 0:64 2 "$config" >>"$OUT/build_large.jsonl" 2>>"$LOGS/build_large.log"
     done
     echo "  build at $large: done" | tee -a "$OUT/summary.txt"

@@ -13,7 +13,7 @@
 --   build=16x16x8x8x8    G's build tiling wx x wy x tm x tn x slice
 --   compiled             ... as compile-time constants (defines) instead of specialization constants
 --   pad=4                G's build panels padded by 4 doubles a slice row (DIVGPU_BUILD_PAD)
---   direct_mirror        G's mirror stored straight from the microtile, down the columns (the earlier form)
+--   group=16             G's build tiles in groups of 16 tile-rows (DIVGPU_BUILD_GROUP)
 --   checkg               compare rows of G' with the host's reference first
 --   repeat=3             runs of this configuration (the best is reported too)
 local divgpu = require "divgpu"
@@ -91,7 +91,7 @@ for k = 4, #arg do
                    workgroup_size = tonumber(c.wg), reg_slots = tonumber(c.reg), shared_slots = tonumber(c.shared),
                    gram_defines = c.floor and { DIVGPU_GRAM_FLOOR = 1 } or nil,
                    build_defines = { DIVGPU_BUILD_PAD = c.pad and tonumber(c.pad) or nil,
-                                     DIVGPU_BUILD_MIRROR_DIRECT = c.direct_mirror and 1 or nil } }
+                                     DIVGPU_BUILD_GROUP = c.group and tonumber(c.group) or nil } }
     if next(opts.build_defines) == nil then opts.build_defines = nil end
     if c.build then
         local wx, wy, tm, tn, slice = c.build:match("^(%d+)x(%d+)x(%d+)x(%d+)x(%d+)$")

@@ -34,8 +34,16 @@
 // the 16 bank pairs: with no padding every row of a store lands in the same
 // banks, an 8-way conflict); a stride of TILE + 4 spreads them to the
 // 2-way least a 256-byte store needs. The reads are unchanged.
-#ifndef DIVGPU_BUILD_MIRROR_DIRECT
-#define DIVGPU_BUILD_MIRROR_DIRECT 0
+// Tile-rows per group of the workgroups' order (0: row after row; see main).
+#ifndef DIVGPU_BUILD_GROUP
+#define DIVGPU_BUILD_GROUP 0
+#endif
+
+// The column of the mirror's entry from microtile row m.
+#if DIVGPU_GRAM_BUILD_PERTURB == 2
+#define MIRROR_I(m) ((i0 + ty + m * WY) ^ 1u)  // Twin: the mirror's neighbouring columns swapped.
+#else
+#define MIRROR_I(m) (i0 + ty + m * WY)
 #endif
 #ifndef DIVGPU_BUILD_PAD
 #define DIVGPU_BUILD_PAD 0
@@ -81,14 +89,6 @@ layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer GR
 
 shared double panel_i[SLICE][TILE + DIVGPU_BUILD_PAD];
 shared double panel_j[SLICE][TILE + DIVGPU_BUILD_PAD];
-
-// The mirror G'[j][i] = G_ij * inv_i of a tile, a chunk of WX of its rows at
-// a time (microtile column n: rows j0 + n * WX + r, r < WX), staged here so
-// that its stores run along G''s rows. Written straight from the microtile,
-// each store of a warp touched 16 rows N * 4 bytes apart, and at N = 131,072
-// (G' 64 GiB) the build ran at half its rate at 65,536 (bench/RESULTS.md).
-// A row of TILE + 1: the microtile's writes, down a column, spread over the banks.
-shared float mirror_chunk[WX][TILE + 1];
 
 GRow g_row(uint i) {
     const uint64_t base = packUint2x32(g_block[i / pc.block_rows]);
@@ -163,35 +163,16 @@ double product_sum(double x, double y, double acc) {
 #define LOAD_INV_I(m) const float inv_i_##m = i0 + ty + m * WY < pc.num_items ? inv_norm[i0 + ty + m * WY] : 0.0;
 #define STORE_ONE(m, n) if (j0 + tx + n * WX < pc.num_items) row.g[j0 + tx + n * WX] = scaled(acc_##m##_##n, inv_j_##n);
 #define STORE_ROW(m) if (i0 + ty + m * WY < pc.num_items) { GRow row = g_row(i0 + ty + m * WY); PAIRS(BUILD_TN)(STORE_ONE, m) }
-#if DIVGPU_BUILD_MIRROR_DIRECT
-// The mirror stored straight from the microtile, down G''s columns: the
-// earlier form, kept for bench/gram_tune.lua's comparison (`direct_mirror`).
-#define MIRROR_ONE(m, n) if (i0 + ty + m * WY < pc.num_items) row.g[i0 + ty + m * WY] = scaled(acc_##m##_##n, inv_i_##m);
+// The mirror, down G''s columns. (Staged through shared memory and stored
+// along rows instead, it built at 0.82x this rate at N = 131,072 and 1.03x at
+// 65,536 on the H200: bench/RESULTS.md.)
+#define MIRROR_ONE(m, n) if (MIRROR_I(m) < pc.num_items) row.g[MIRROR_I(m)] = scaled(acc_##m##_##n, inv_i_##m);
 #define MIRROR_COLUMN(n) if (j0 + tx + n * WX < pc.num_items) { GRow row = g_row(j0 + tx + n * WX); TRANSPOSED(BUILD_TM)(MIRROR_ONE, n) }
-#else
-#define MIRROR_ONE(m, n) mirror_chunk[tx][ty + m * WY] = scaled(acc_##m##_##n, inv_i_##m);
-#define MIRROR_COLUMN(n) TRANSPOSED(BUILD_TM)(MIRROR_ONE, n) barrier(); write_mirror_chunk(n, i0, j0, flat_id); barrier();
-#endif
 #else
 // The microtile, at module scope (as gram.comp's register page, which the
 // driver keeps in registers).
 double acc[ACC_SLOTS];
 #endif
-
-// Writes mirror_chunk (chunk n of the tile's mirror) to G' along its rows:
-// neighbouring threads, neighbouring columns i. Between two barriers.
-void write_mirror_chunk(uint n, uint i0, uint j0, uint flat_id) {
-    [[unroll]] for (uint s = 0u; s < TM; ++s) {  // WX * TILE entries over WX * WY threads
-        const uint e = flat_id + s * THREADS;
-        const uint r = e / TILE, c = e % TILE;
-#if DIVGPU_GRAM_BUILD_PERTURB == 2
-        const uint j = j0 + n * WX + r, i = i0 + (c ^ 1u);  // Twin: the mirror's neighbouring columns swapped.
-#else
-        const uint j = j0 + n * WX + r, i = i0 + c;
-#endif
-        if (j < pc.num_items && i < pc.num_items) g_row(j).g[i] = mirror_chunk[r][c];
-    }
-}
 
 // The stored entry: the f64 dot product times inv, rounded once to f32.
 float scaled(double dot, float inv) {
@@ -200,8 +181,22 @@ float scaled(double dot, float inv) {
 }
 
 void main() {
+#if DIVGPU_BUILD_GROUP > 0
+    // Tiles in groups of DIVGPU_BUILD_GROUP tile-rows, down each group's
+    // columns: the workgroups resident at once then write G' rows of a few
+    // tile-rows and tile-columns, not of one tile-row and hundreds of
+    // tile-columns (the mirror's), so their stores touch fewer pages.
+    const uint columns = gl_NumWorkGroups.x, rows = gl_NumWorkGroups.y;
+    const uint linear = gl_WorkGroupID.y * columns + gl_WorkGroupID.x;
+    const uint g0 = linear / (DIVGPU_BUILD_GROUP * columns) * DIVGPU_BUILD_GROUP;
+    const uint rows_here = min(uint(DIVGPU_BUILD_GROUP), rows - g0);
+    const uint within = linear - g0 * columns;
+    const uint bi = pc.tile_row_begin + g0 + within % rows_here;
+    const uint bj = within / rows_here;
+#else
     const uint bi = pc.tile_row_begin + gl_WorkGroupID.y;
     const uint bj = gl_WorkGroupID.x;
+#endif
     if (bj < bi || bi >= pc.tile_row_end) return;  // the lower triangle: written as the mirror of the upper
     const uint tx = gl_LocalInvocationID.x;
     const uint ty = gl_LocalInvocationID.y;
@@ -265,12 +260,13 @@ void main() {
     }
     if (bi == bj) return;  // a diagonal tile holds both triangles of its own square
     [[unroll]] for (uint n = 0u; n < TN; ++n) {
-        [[unroll]] for (uint m = 0u; m < TM; ++m) mirror_chunk[tx][ty + m * WY] = scaled(acc[m * TN + n], inv_i[m]);
-        // Orders the chunk's writes before its rows are stored.
-        barrier();
-        write_mirror_chunk(n, i0, j0, flat_id);
-        // Orders those reads before the next chunk overwrites it.
-        barrier();
+        const uint j = j0 + tx + n * WX;
+        if (j < pc.num_items) {
+            GRow row = g_row(j);
+            [[unroll]] for (uint m = 0u; m < TM; ++m) {
+                if (MIRROR_I(m) < pc.num_items) row.g[MIRROR_I(m)] = scaled(acc[m * TN + n], inv_i[m]);
+            }
+        }
     }
 #endif
 }

@@ -265,15 +265,15 @@ describe("gram method vs CPU mirror", function()
             d = g_difference(job, e)
             assert(d == nil, d)
             -- The GPU's tiling, compiled (its microtile in named registers): the shipped variant.
-            job = gram.job(h.ctx(), e, { build_tiling = { wx = 16, wy = 8, tm = 8, tn = 4, slice = 8, compiled = true } })
-            assert.are.equal(64, job.build_tiling.tile)
+            job = gram.job(h.ctx(), e, { build_tiling = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true } })
+            assert.are.equal(128, job.build_tiling.tile)
             d = g_difference(job, e)
             assert(d == nil, d)
         end)
 
         it("twin: the mirror's columns swapped in pairs differ from the reference (both tiling forms)", function()
             local e = divgpu.synth{ n = 300, dim = 37, clusters = 8, seed = 11 }
-            for _, tiling in ipairs{ false, { wx = 16, wy = 8, tm = 8, tn = 4, slice = 8, compiled = true } } do
+            for _, tiling in ipairs{ false, { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true } } do
                 local job = gram.job(h.ctx(), e, { build_tiling = tiling or nil, build_defines = { DIVGPU_GRAM_BUILD_PERTURB = 2 } })
                 local d = g_difference(job, e)
                 assert.is_not_nil(d, "the perturbed mirror gave the reference's G'")

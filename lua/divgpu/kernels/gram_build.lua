@@ -19,6 +19,6 @@ return {
         end
         return { wx = t.wx, wy = t.wy, tm = t.tm, tn = t.tn, slice = t.slice, tile = tile,
                  acc_slots = t.tm * t.tn, stage = tile * t.slice / (t.wx * t.wy),
-                 shared_bytes = 2 * t.slice * tile * 8 + t.wx * (tile + 1) * 4 }  -- the panels, the mirror's chunk
+                 shared_bytes = 2 * t.slice * tile * 8 }
     end,
 }

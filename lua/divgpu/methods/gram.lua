@@ -117,13 +117,15 @@ local function merged(a, b)
     return m
 end
 
--- G's build tiling per device kind. A GPU: 64 x 64 tiles of 8 x 4 f64
--- entries a thread, as compile-time constants (the shipped variant
--- gram_build-16x8x8x4x8): the fastest of four tilings measured on the H200
--- (bench/gram_tune.lua; bench/RESULTS.md). A CPU device, whose "threads" are
--- loop iterations: small tiles, by specialization constants.
+-- G's build tiling per device kind. A GPU: 128 x 128 tiles of 8 x 8 f64
+-- entries a thread, as compile-time constants, the panels padded (the
+-- shipped variant gram_build-16x16x8x8x8): on the H200 16.2 TFLOP/s at
+-- N = 65,536 and 9.3-9.7 at 131,072, against 10.7 and 5.2-5.3 for 64 x 64
+-- tiles of 8 x 4 (bench/gram_tune.lua, alternating in one call;
+-- bench/RESULTS.md). A CPU device, whose "threads" are loop iterations:
+-- small tiles, by specialization constants.
 local BUILD_TILING = {
-    gpu = { wx = 16, wy = 8, tm = 8, tn = 4, slice = 8, compiled = true },
+    gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true },
     cpu = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8 },
 }
 
