@@ -105,7 +105,7 @@ diagnose() {  # where gram leaves the contract on a large table (bench/gram_diag
 
 parity() {
     # The certified filters on this device: every placement with the instrumented bound, the twins.
-    timeout 240 luajit bench/gram_parity.lua >"$OUT/gram_parity.txt" 2>"$LOGS/gram_parity.log"
+    timeout 200 luajit bench/gram_parity.lua >"$OUT/gram_parity.txt" 2>"$LOGS/gram_parity.log"
     echo "  gram_parity: exit $?, $(grep -c '^PASS' "$OUT/gram_parity.txt") passed, $(grep -c '^FAIL' "$OUT/gram_parity.txt") failed" \
         | tee -a "$OUT/summary.txt"
     # The tensor filter's products on the plain path and on cooperative matrices: the same integers.

@@ -146,7 +146,8 @@ function _M.gram_summary(stats)
     for k, c in ipairs(g.window_histogram or {}) do
         if c > 0 then bins[#bins + 1] = string_format("%s: %.3g%%", gram.histogram_labels[k], 100 * c / g.steps) end
     end
-    local built = stats.build_seconds and string_format(" G built in %.2f s;", stats.build_seconds) or ""
+    local built = stats.build_seconds and string_format(" G built in %.2f s%s;", stats.build_seconds,
+        stats.setup_note and " (" .. stats.setup_note .. ")" or "") or ""
     return string_format("%s:%s windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
         .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", name, built,
         g.window_total / g.steps, 100 * g.window_ones / g.steps, g.window_max, g.fallbacks, g.steps,

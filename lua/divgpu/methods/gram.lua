@@ -118,11 +118,11 @@ local function merged(a, b)
 end
 
 -- G's build tiling per device kind. A GPU: 128 x 128 tiles of 8 x 8 f64
--- entries a thread, as compile-time constants, the panels padded (the
--- shipped variant gram_build-16x16x8x8x8): on the H200 16.2 TFLOP/s at
--- N = 65,536 and 9.3-9.7 at 131,072, against 10.7 and 5.2-5.3 for 64 x 64
--- tiles of 8 x 4 (bench/gram_tune.lua, alternating in one call;
--- bench/RESULTS.md). A CPU device, whose "threads" are loop iterations:
+-- entries a thread, as compile-time constants, the panels padded, the tiles
+-- in groups of 16 tile-rows (the shipped variant gram_build-16x16x8x8x8): on
+-- the H200 18.0 TFLOP/s at N = 65,536 and 14.6-15.1 at 131,072; 16.3 and 9.9
+-- in row order; 10.7 and 5.2-5.3 with 64 x 64 tiles of 8 x 4
+-- (bench/gram_tune.lua, alternating in one call; bench/RESULTS.md). A CPU device, whose "threads" are loop iterations:
 -- small tiles, by specialization constants.
 local BUILD_TILING = {
     gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true },
@@ -329,7 +329,11 @@ local function make_job(ctx, e, opts)
                 info.name, cap, per_step, e.n, e.dim, self.workgroup_size))
         end
     end
-    local list = { { "g_block_table", allocate_g(self, ctx, opts), "G block addresses" },
+    -- The set-up's parts, for the run's summary (`gram: set-up ...`).
+    local t_setup = divgpu.clock.now()
+    local g_addresses = allocate_g(self, ctx, opts)
+    local t_allocated = divgpu.clock.now()
+    local list = { { "g_block_table", g_addresses, "G block addresses" },
                    { "rows_table", need(e:values()), "embeddings" },
                    { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
                    { "row_norm_buffer", need(e:norm_bounds()), "row norm bounds" },
@@ -337,7 +341,9 @@ local function make_job(ctx, e, opts)
     if opts.layout == "columns" then
         list[#list + 1] = { "table_buffer", need(e:columns()), "embeddings by columns" }
     end
+    local t_prepared = divgpu.clock.now()
     local uploaded = need(device.upload_all(ctx, list, {}))
+    local t_uploaded = divgpu.clock.now()
     local rows_table = uploaded.rows_table
     self.g_block_table, self.inv_norm_buffer, self.row_norm_buffer, self.factors_buffer = uploaded.g_block_table,
         uploaded.inv_norm_buffer, uploaded.row_norm_buffer, uploaded.factors_buffer
@@ -347,6 +353,7 @@ local function make_job(ctx, e, opts)
     local t0 = divgpu.clock.now()
     self.build_gpu_seconds = build_g(self, ctx, e, rows_table, opts)
     self.build_seconds = divgpu.clock.now() - t0
+    local t_built = divgpu.clock.now()
     self.kernel = need(kernel.new(ctx, GRAM, {
         variant = kernel.variant(GRAM, { layout = opts.layout }),
         defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
@@ -354,6 +361,10 @@ local function make_job(ctx, e, opts)
                       reg_slots = self.reg_slots, shared_slots = max(1, self.shared_count), dim_slots = self.dim_slots,
                       subgroup_slots = self.subgroup_slots, stage_rows = self.stage_rows },
     }))
+    local t_done = divgpu.clock.now()
+    self.setup_note = string_format("set-up %.2f s: G allocated %.2f, tables prepared %.2f, uploaded %.2f, built %.2f, "
+        .. "step kernel %.2f", t_done - t_setup, t_allocated - t_setup, t_prepared - t_allocated, t_uploaded - t_prepared,
+        t_built - t_uploaded, t_done - t_built)
     return self
 end
 
