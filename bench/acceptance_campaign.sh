@@ -48,7 +48,7 @@ else
     SEED_N=8359 SEED_S=3584 MID_N=65536 MID_S=4096 MID_L=1025 GEMM_L=201 BIG_N=262144 BIG_D=768 BIG_S=4096
     BIG_L=257 LARGE_N=131072 LARGE_S=2048 MILLION_N=1048576 MILLION_S=1024 PAIRS=${PAIRS:-24} REAL=${REAL:-.campaign/real20k.npy}
 fi
-WG=${WG:-512}  # the step kernel's fastest exact workgroup on the seed batch (bench/RESULTS.md)
+WG=${WG:-256}  # the shipped default (512 was faster on the seed batch but stalls on some tables: bench/RESULTS.md)
 
 npy_table() {  # npy_table N D -> path of the clustered synthetic table as .npy, made here
     local path=/tmp/npy_$1x$2/t.npy

@@ -229,10 +229,15 @@ function _M.reg_max(kind, wg)
     return max(1, min(GPU_SLOTS_MAX, floor((budget - GPU_OTHER_REGISTERS) / 3)))
 end
 
--- Threads per sequence on a GPU: 512 ran the seed batch in 2.38 s of H200
--- GPU time against 2.44 s at 384 and 2.84 s at 256 (one call,
--- bench/RESULTS.md): the register page fits 128 registers a thread.
-local GPU_WORKGROUP = 512
+-- Threads per sequence on a GPU: 256. 512 ran the seed batch faster on the
+-- H200 (2.38 s of GPU time against 2.84 s at 256, 2026-12-01), but on
+-- 2026-12-02 it stopped making progress there (no error, the GPU busy until
+-- killed) on a synthetic table of 1,000 x 384 items (gram_parity.lua's table)
+-- and on others of 600 to 2,103 items made like it, as did 384 threads,
+-- while 256 and 448 ended, identical to the mirror
+-- (bench/gram_stall_probe.lua; bench/RESULTS.md). The cause is not found;
+-- 256 has run every parity check on the H200 since 2026-11-30.
+local GPU_WORKGROUP = 256
 
 -- Window members whose rows are staged for their chains, at most: the seed
 -- table's windows hold 2.1 on average and 15 at most (bench/RESULTS.md).
