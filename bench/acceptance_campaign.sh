@@ -119,7 +119,8 @@ stall() {  # where gram_parity.lua's third check stops making progress on this d
     # 2026-12-02 call 1: only wg=256 ended; every other variant stopped in its first dispatch of
     # several steps. These look for what else frees it.
     for variant in "" "n=1024" "n=1025" "n=1536" "n=2103" "n=600" "wg=384" "wg=448" "dim=512" "floor=1"; do
-        timeout "$limit" luajit bench/gram_stall_probe.lua n=$n starts=$starts $variant >"$LOGS/stall.out" 2>"$LOGS/stall.log"
+        # At the threads it stalled at (the default is 256 since): a variant's wg= comes after and wins.
+        timeout "$limit" luajit bench/gram_stall_probe.lua n=$n starts=$starts wg=${STALL_WG:-512} $variant >"$LOGS/stall.out" 2>"$LOGS/stall.log"
         local rc=$?
         { echo "  stall [${variant:-as the check}]: exit $rc, $(grep -c '^chunk' "$LOGS/stall.out") chunks; $(tail -n 1 "$LOGS/stall.out")"
           tail -n 1 "$LOGS/stall.log" | sed 's/^/    err: /'; } | tee -a "$OUT/summary.txt"
@@ -130,7 +131,7 @@ stall() {  # where gram_parity.lua's third check stops making progress on this d
 build() {  # G's build: the shipped tiling against its tiles in groups of 8 and 16 tile-rows, alternating
     local mid=$MID_N large=$LARGE_N
     [ "${SMALL:-0}" = 1 ] && mid=512 large=700
-    local D=build=16x16x8x8x8,compiled G8=build=16x16x8x8x8,compiled,pad=4,group=8
+    local D=build=16x16x8x8x8,compiled,pad=4,group=0 G8=build=16x16x8x8x8,compiled,pad=4,group=8
     local G16=build=16x16x8x8x8,compiled,pad=4,group=16
     timeout 100 luajit bench/gram_tune.lua "synth:$mid:768" 0:64 2 "$D,checkg" "$G8,checkg" "$G16,checkg" \
         "$D" "$G8" "$G16" "$D" "$G8" "$G16" >"$OUT/build_mid.jsonl" 2>"$LOGS/build_mid.log"

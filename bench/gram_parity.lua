@@ -117,8 +117,9 @@ for _, t in ipairs{ { "poems", poems }, { "seed table", seed } } do
     end
 end
 
--- Last: on the H200 (2026-12-02) this check had not ended after 240 s, which
--- stopped every check after it (bench/gram_stall_probe.lua looks for why).
+-- Last: on the H200 (2026-12-02, at 512 threads) this check had not ended
+-- after 240 s; the other checks on this table stalled too at 512
+-- (bench/gram_stall_probe.lua; bench/RESULTS.md).
 ok, stats = identical(ci, range(0, 64), 1000)
 check("ci table, 64 starts in full", ok, windows(stats))
 

@@ -5,8 +5,10 @@
 -- 240 s (2026-12-02, f116a95) while it ends in seconds on lavapipe; the
 -- campaign runs this under `timeout`, so the last line says how far it got.
 --   luajit bench/gram_stall_probe.lua [key=value ...]
---   starts=64 length=1000 wg=512 capacity=512 reg=2 in_flight=2 n=1000 dim=384
---   floor=1: the floor variant (timing only: its output differs from the mirror)
+--   n=1000 dim=384 starts=64 length=N: the table and the job (defaults shown);
+--   wg, capacity, reg, in_flight: as driver.run's options (default: the method's own;
+--   the campaign's `stall` mode passes wg=512, where it stalled)
+--   floor=1: the floor variant (timing only: its output need not equal the mirror's)
 --   after=1: first run gram_parity.lua's first two checks' jobs in the same context, as the check does
 io.stdout:setvbuf("line")
 local divgpu = require "divgpu"
@@ -43,7 +45,7 @@ local out, stats = assert(driver.run{
     workgroup_size = o.wg, window_capacity = o.capacity, reg_slots = o.reg, in_flight = o.in_flight,
     gram_defines = o.floor == 1 and { DIVGPU_GRAM_FLOOR = 1 } or nil,
     on_chunk = function(c)
-        print(string.format("chunk: steps %d..%d, %.3f s GPU, %.3f s since the start", c.first_step,
+        print(string.format("chunk: steps %d..%d, %.6f s GPU, %.3f s since the start", c.first_step,
             c.first_step + c.steps - 1, c.gpu_seconds or -1, divgpu.clock.now() - t0))
     end,
 })

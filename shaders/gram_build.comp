@@ -33,7 +33,12 @@
 // warp's values down the SLICE rows (row stride TILE doubles, a multiple of
 // the 16 bank pairs: with no padding every row of a store lands in the same
 // banks, an 8-way conflict); a stride of TILE + 4 spreads them to the
-// 2-way least a 256-byte store needs. The reads are unchanged.
+// 2-way least a 256-byte store needs. The reads are unchanged. (On the H200
+// it bought nothing measurable with 64 x 64 tiles: bench/RESULTS.md.)
+#ifndef DIVGPU_BUILD_PAD
+#define DIVGPU_BUILD_PAD 0
+#endif
+
 // Tile-rows per group of the workgroups' order (0: row after row; see main).
 #ifndef DIVGPU_BUILD_GROUP
 #define DIVGPU_BUILD_GROUP 0
@@ -44,9 +49,6 @@
 #define MIRROR_I(m) ((i0 + ty + m * WY) ^ 1u)  // Twin: the mirror's neighbouring columns swapped.
 #else
 #define MIRROR_I(m) (i0 + ty + m * WY)
-#endif
-#ifndef DIVGPU_BUILD_PAD
-#define DIVGPU_BUILD_PAD 0
 #endif
 
 // The tiling: WX x WY threads, TM x TN entries each, SLICE dimensions per

@@ -130,7 +130,7 @@ mod tests {
         // An axis not named takes its default, which adds nothing to the name.
         assert_eq!(variant("baseline", &choice(&[("precision", "fp16")]))?.name, "baseline-fp16");
         assert_eq!(variant("tiled", &[])?.name, "tiled");
-        assert_eq!(variant("gram_build", &choice(&[("tiling", "16x8x8x4x8")]))?.name, "gram_build-16x8x8x4x8");
+        assert_eq!(variant("gram_build", &choice(&[("tiling", "16x16x8x8x8")]))?.name, "gram_build-16x16x8x8x8");
         // Every combination ships: 3 precisions x 2 layouts.
         assert_eq!(SHIPPED.iter().filter(|s| s.kernel == "tile-dispatch").count(), 6);
         Ok(())

@@ -264,7 +264,7 @@ describe("gram method vs CPU mirror", function()
             assert.are.equal(32, job.build_tiling.tile)
             d = g_difference(job, e)
             assert(d == nil, d)
-            -- Tiles in groups of 2 tile-rows (19 tile-rows: a short last group in most submissions).
+            -- Tiles in groups of 2 tile-rows (19 tile-rows: a last group of one where a submission holds an odd count).
             job = gram.job(h.ctx(), e, { build_defines = { DIVGPU_BUILD_GROUP = 2 } })
             assert.are.equal(16, job.build_tiling.tile)
             d = g_difference(job, e)

@@ -22,7 +22,8 @@ local string_format = string.format
 local _M = {}
 
 -- What each method achieves of its device's rates, measured on the H200
--- (bench/RESULTS.md, 2026-12-01 and -02): G's build 10.8 of 33.4 f64 TFLOP/s;
+-- (bench/RESULTS.md, 2026-12-01 and -02): G's build 14.6-18.0 of 33.4 f64
+-- TFLOP/s of GPU time (131,072 and 65,536 items), 11.8 on the wall at 131,072;
 -- the GEMM direct shape 26% of the chain rate (4.12e13 chain fmas in 5.56 s
 -- of GPU time at 1,048,576 x 384, 1,024 sequences, against an estimate of
 -- 2.39 s at 60%), the baseline shape about 5% (every workgroup streams the
@@ -30,7 +31,7 @@ local _M = {}
 -- Gram step about 40 bytes of memory traffic a candidate-sequence-step
 -- (2.38 s for 3,584 x 8,358 x 8,359 at 4.2 TB/s: latency, not bandwidth,
 -- binds it, so it is charged as traffic at the measured rate).
-_M.EFFICIENCY = { gram_build = 0.32, gemm = 0.26, baseline = 0.05, tensor = 0.5 }
+_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.26, baseline = 0.05, tensor = 0.5 }
 _M.GRAM_BYTES_PER_CANDIDATE_STEP = 40
 
 --- Seconds of the Gram method: G's build (one triangle of N^2 D fmas, f64),

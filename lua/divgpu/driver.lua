@@ -265,8 +265,10 @@ local function initial_stats(lanes, reasons, jobs_seconds, batches, batch_size)
         if lane.method ~= stats.method then stats.method = "mixed" end
         -- G's builds overlap across devices: the longest is the run's.
         if job.build_seconds then stats.build_seconds = max(stats.build_seconds or 0, job.build_seconds) end
-        -- (The first device's, for the summary: where a job's set-up went.)
-        stats.setup_note = stats.setup_note or job.setup_note
+        -- Where the first device's job set-up went, for the summary.
+        if job.setup_note and not stats.setup_note then
+            stats.setup_note = (#lanes > 1 and "device 1's " or "") .. job.setup_note
+        end
         local m = methods.get(lane.method)
         if m.totals and not stats[lane.method] then stats[lane.method] = m.totals() end
     end

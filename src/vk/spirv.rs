@@ -392,7 +392,7 @@ mod tests {
         // The workgroup size (local_size_x_id, _y_id) has no name.
         assert_eq!(names, vec![(0, ""), (1, ""), (2, "TM"), (3, "TN"), (4, "SLICE"), (5, "ACC_SLOTS"), (6, "STAGE")]);
         // The tiling compiled in: no constants at all.
-        assert!(reflected("gram_build-16x8x8x4x8")?.spec_constants.is_empty());
+        assert!(reflected("gram_build-16x16x8x8x8")?.spec_constants.is_empty());
         Ok(())
     }
 

@@ -124,6 +124,7 @@ end
 -- in row order; 10.7 and 5.2-5.3 with 64 x 64 tiles of 8 x 4
 -- (bench/gram_tune.lua, alternating in one call; bench/RESULTS.md). A CPU device, whose "threads" are loop iterations:
 -- small tiles, by specialization constants.
+local SHIPPED_BUILD_PAD = 4  -- gram_build.axes.json's DIVGPU_BUILD_PAD
 local BUILD_TILING = {
     gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true },
     cpu = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8 },
@@ -157,10 +158,20 @@ end
 local function build_g(self, ctx, e, rows_table, opts)
     local n, dim = e.n, e.dim
     local asked = opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"]
-    local tiling = GRAM_BUILD.tiling(asked)
+    -- The panels' padding, for the shared-memory check: a define's, else the
+    -- shipped compiled variant's (4; counted for every compiled tiling), else none.
+    local padded = {}
+    for k, v in pairs(asked) do padded[k] = v end
+    padded.pad = opts.build_defines and tonumber(opts.build_defines.DIVGPU_BUILD_PAD)
+        or asked.pad or (asked.compiled and SHIPPED_BUILD_PAD or 0)
+    local tiling = GRAM_BUILD.tiling(padded)
     if tiling.shared_bytes > ctx.info.max_shared_memory then
         fail(string_format("G's build tiling needs %d bytes of shared memory; device '%s' has %d",
             tiling.shared_bytes, ctx.info.name, ctx.info.max_shared_memory))
+    end
+    if tiling.wx * tiling.wy > ctx.info.max_workgroup_invocations then
+        fail(string_format("G's build tiling needs %d threads a workgroup; device '%s' allows %d",
+            tiling.wx * tiling.wy, ctx.info.name, ctx.info.max_workgroup_invocations))
     end
     self.build_tiling = tiling
     local builder = builder_for(self, ctx, tiling, asked, opts)
@@ -236,7 +247,8 @@ end
 -- and on others of 600 to 2,103 items made like it, as did 384 threads,
 -- while 256 and 448 ended, identical to the mirror
 -- (bench/gram_stall_probe.lua; bench/RESULTS.md). The cause is not found;
--- 256 has run every parity check on the H200 since 2026-11-30.
+-- 256 ran that table there, and every parity check on 2026-11-30, when it
+-- was the default.
 local GPU_WORKGROUP = 256
 
 -- Window members whose rows are staged for their chains, at most: the seed
@@ -355,7 +367,7 @@ local function make_job(ctx, e, opts)
     self.table_buffer = uploaded.table_buffer or rows_table
     self.underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
     self.underflow = self.underflow or nil
-    local t0 = divgpu.clock.now()
+    local t0 = divgpu.clock.now()  -- (from t_uploaded: the table's subnormal certificate)
     self.build_gpu_seconds = build_g(self, ctx, e, rows_table, opts)
     self.build_seconds = divgpu.clock.now() - t0
     local t_built = divgpu.clock.now()
@@ -367,9 +379,9 @@ local function make_job(ctx, e, opts)
                       subgroup_slots = self.subgroup_slots, stage_rows = self.stage_rows },
     }))
     local t_done = divgpu.clock.now()
-    self.setup_note = string_format("set-up %.2f s: G allocated %.2f, tables prepared %.2f, uploaded %.2f, built %.2f, "
-        .. "step kernel %.2f", t_done - t_setup, t_allocated - t_setup, t_prepared - t_allocated, t_uploaded - t_prepared,
-        t_built - t_uploaded, t_done - t_built)
+    self.setup_note = string_format("set-up %.2f s: G allocated %.2f, tables prepared %.2f, uploaded %.2f, "
+        .. "certificate %.2f, G built %.2f, step kernel %.2f", t_done - t_setup, t_allocated - t_setup,
+        t_prepared - t_allocated, t_uploaded - t_prepared, t0 - t_uploaded, t_built - t0, t_done - t_built)
     return self
 end
 
