@@ -122,8 +122,9 @@ end
 -- in groups of 16 tile-rows (the shipped variant gram_build-16x16x8x8x8): on
 -- the H200 18.0 TFLOP/s at N = 65,536 and 14.6-15.1 at 131,072; 16.3 and 9.9
 -- in row order; 10.7 and 5.2-5.3 with 64 x 64 tiles of 8 x 4
--- (bench/gram_tune.lua, alternating in one call; bench/RESULTS.md). A CPU device, whose "threads" are loop iterations:
--- small tiles, by specialization constants.
+-- (bench/gram_tune.lua, alternating in one call; bench/RESULTS.md). A CPU
+-- device, whose "threads" are loop iterations: small tiles, by
+-- specialization constants.
 local SHIPPED_BUILD_PAD = 4  -- gram_build.axes.json's DIVGPU_BUILD_PAD
 local BUILD_TILING = {
     gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true },
