@@ -125,7 +125,6 @@ end
 -- (bench/gram_tune.lua, alternating in one call; bench/RESULTS.md). A CPU
 -- device, whose "threads" are loop iterations: small tiles, by
 -- specialization constants.
-local SHIPPED_BUILD_PAD = 4  -- gram_build.axes.json's DIVGPU_BUILD_PAD
 local BUILD_TILING = {
     gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true },
     cpu = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8 },
@@ -134,16 +133,23 @@ local BUILD_TILING = {
 --- G's build kernel for `asked` (a tiling): the shipped variant of a
 --- compiled tiling where gram_build's `tiling` axis has it, else compiled
 --- now; by specialization constants otherwise.
+--- The shipped variant of a compiled tiling (gram_build's `tiling` axis), or nil.
+local function shipped_build_variant(t)
+    if not t.compiled then return nil end
+    local key = string_format("%dx%dx%dx%dx%d", t.wx, t.wy, t.tm, t.tn, t.slice)
+    for _, v in ipairs(kernel.axis_values(GRAM_BUILD, "tiling")) do
+        if v == key then return kernel.variant(GRAM_BUILD, { tiling = key }) end
+    end
+end
+
 local function builder_for(self, ctx, tiling, asked, opts)
     local variant, defines = "gram_build", merged(opts.build_defines, self.underflow)
     local constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice,
                         acc_slots = tiling.acc_slots, stage = tiling.stage }
     if asked.compiled then
-        local key = string_format("%dx%dx%dx%dx%d", tiling.wx, tiling.wy, tiling.tm, tiling.tn, tiling.slice)
-        local shipped = false
-        for _, v in ipairs(kernel.axis_values(GRAM_BUILD, "tiling")) do shipped = shipped or v == key end
+        local shipped = shipped_build_variant(asked)
         if shipped then
-            variant = kernel.variant(GRAM_BUILD, { tiling = key })
+            variant = shipped
         else
             defines = merged(defines, { DIVGPU_BUILD_TILING = 1, BUILD_WX = tiling.wx, BUILD_WY = tiling.wy,
                                         BUILD_TM = tiling.tm, BUILD_TN = tiling.tn, BUILD_SLICE = tiling.slice })
@@ -160,11 +166,12 @@ local function build_g(self, ctx, e, rows_table, opts)
     local n, dim = e.n, e.dim
     local asked = opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"]
     -- The panels' padding, for the shared-memory check: a define's, else the
-    -- shipped compiled variant's (4; counted for every compiled tiling), else none.
+    -- shipped variant's (gram_build.axes.json), else none.
     local padded = {}
     for k, v in pairs(asked) do padded[k] = v end
-    padded.pad = opts.build_defines and tonumber(opts.build_defines.DIVGPU_BUILD_PAD)
-        or asked.pad or (asked.compiled and SHIPPED_BUILD_PAD or 0)
+    local shipped = shipped_build_variant(asked)
+    padded.pad = tonumber(opts.build_defines and opts.build_defines.DIVGPU_BUILD_PAD)
+        or tonumber(shipped and select(2, divgpu.shaders.source(shipped)).DIVGPU_BUILD_PAD) or 0
     local tiling = GRAM_BUILD.tiling(padded)
     if tiling.shared_bytes > ctx.info.max_shared_memory then
         fail(string_format("G's build tiling needs %d bytes of shared memory; device '%s' has %d",
