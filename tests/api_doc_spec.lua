@@ -274,6 +274,7 @@ describe("docs/api.md", function()
         local objects = {
             Context = ctx, LuaBuffer = buf, LuaPipeline = pipeline, LuaRecorder = ctx:recorder(),
             LuaUpload = select(2, ctx:begin_upload(divgpu.array("u32", { 1 }))),
+            LuaPending = ctx:begin_buffers{ { 16, "api doc probe (pending)" } },
             LuaBindGroup = ctx:bind(pipeline, { buf }), Spirv = divgpu.shaders.get("baseline"), Embeddings = emb,
             HostArray = starts,
             CheckpointHandle = divgpu.files.checkpoint(dir .. "/out.json", { table = emb, length = 2, starts = starts }),

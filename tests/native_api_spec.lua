@@ -325,6 +325,67 @@ describe("GPU object misuse", function()
     end)
 end)
 
+describe("objects made on a thread of their own (ctx:begin_pipeline, ctx:begin_buffers)", function()
+    teardown(h.assert_no_validation_messages)
+    local kernel = require "divgpu.kernel"
+
+    local function request(d)
+        return { spirv = divgpu.shaders.get("baseline"), name = "baseline (pending)",
+                 specialization = { [0] = 64, [1] = 8 },
+                 interface = { bindings = d.bindings, push = d.push, constants = { workgroup_size = 0, max_dim = 1 } } }
+    end
+
+    it("a pending pipeline is ctx:pipeline's; a wrong interface raises at wait, its twin goes through", function()
+        local ctx = h.ctx()
+        local d = kernel.descriptor("baseline")
+        local pending = ctx:begin_pipeline(request(d))
+        local p, seconds = pending:wait()
+        assert.is_true(pending:done())
+        local direct = ctx:pipeline(request(d))
+        assert.are.equal(direct.push_size, p.push_size)
+        assert.are.same(direct.bindings, p.bindings)
+        assert.is_true(seconds >= 0)
+        assert.are.equal(p.name, (pending:wait()).name)  -- a second wait gives the same
+        -- Twin: two push fields swapped are refused, at wait, as ctx:pipeline refuses them.
+        local wrong = request(d)
+        wrong.interface.push = { "num_items", "dim", "ring", "step" }
+        local pending_wrong = ctx:begin_pipeline(wrong)
+        local ok, err = pcall(pending_wrong.wait, pending_wrong)
+        assert.is_false(ok)
+        local _, direct_err = pcall(ctx.pipeline, ctx, wrong)
+        assert.are.equal(tostring(direct_err):match("kernel .*"), tostring(err):match("kernel .*"))
+    end)
+
+    it("kernel.begin gives kernel.new's kernel, its pipeline made meanwhile", function()
+        local ctx = h.ctx()
+        local d = kernel.descriptor("baseline")
+        local pending = assert(kernel.begin(ctx, d, { constants = { workgroup_size = 64, max_dim = 8 } }))
+        local k = assert(pending:wait())
+        assert.are.equal("baseline", k.variant)
+        assert.are.equal(16, k.pipeline.push_size)
+        assert.is_true(pending.seconds >= 0)
+        local ok, err = pcall(kernel.begin, ctx, d, { constants = { nothing = 1 } })
+        assert.is_false(ok)
+        assert.matches("kernel 'baseline': no specialization constant 'nothing'", tostring(err), 1, true)
+    end)
+
+    it("pending buffers are allocated in order; one too large is out of device memory at wait", function()
+        local ctx = h.ctx()
+        local list = assert(ctx:begin_buffers{ { 64, "first" }, { 4096, "second" } }:wait())
+        assert.are.equal(2, #list)
+        assert.are.equal("first", list[1].name)
+        assert.are.equal(4096, list[2].size)
+        list[2]:fill(9)
+        assert.are.equal(9, list[2]:read("u32")[1024])
+        local none, err = ctx:begin_buffers{ { 64, "fine" }, { 2 ^ 52, "huge" } }:wait()
+        assert.is_nil(none)
+        assert.matches("^out of device memory: buffer 'huge' of 4503599627370496 bytes exceeds the largest allocation", err)
+        local ok, bad = pcall(ctx.begin_buffers, ctx, { { "many", "bad" } })
+        assert.is_false(ok)
+        assert.matches("begin_buffers(): entry 1 must start with a byte count", tostring(bad), 1, true)
+    end)
+end)
+
 describe("store_winners", function()
     teardown(h.assert_no_validation_messages)
 

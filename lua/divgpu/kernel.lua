@@ -124,6 +124,8 @@ end
 
 local Kernel = {}
 Kernel.__index = Kernel
+local Pending = {}
+Pending.__index = Pending
 
 local function names_of(list)
     local set = {}
@@ -131,16 +133,34 @@ local function names_of(list)
     return set
 end
 
-local function make(ctx, d, opts, spec, used)
+local function make(ctx, d, opts, spec, used, background)
     local variant = opts.variant or d.shader
     local spirv = opts.spirv or need(device.shader(ctx, variant, opts.defines))
     -- The descriptor's bindings and push fields, by name and in order, and
     -- the constants set, are checked against the SPIR-V when the pipeline is
     -- made: a shader and its descriptor cannot drift apart.
-    local pipeline = need(ctx:pipeline{ spirv = spirv, name = opts.name or variant, specialization = spec,
-                                        interface = { bindings = d.bindings, push = d.push, constants = used } })
-    return setmetatable({ ctx = ctx, descriptor = d, pipeline = pipeline, variant = variant,
-                          binding_index = names_of(d.bindings), push_index = names_of(d.push) }, Kernel)
+    local request = { spirv = spirv, name = opts.name or variant, specialization = spec,
+                      interface = { bindings = d.bindings, push = d.push, constants = used } }
+    local k = { ctx = ctx, descriptor = d, variant = variant, binding_index = names_of(d.bindings),
+                push_index = names_of(d.push) }
+    if background then
+        return setmetatable({ kernel = setmetatable(k, Kernel), pending = need(ctx:begin_pipeline(request)) }, Pending)
+    end
+    k.pipeline = need(ctx:pipeline(request))
+    return setmetatable(k, Kernel)
+end
+
+--- The specialization constants of opts.constants by id, and the names used.
+local function constants_of(d, opts, level)
+    local spec, used = {}, {}
+    for name, value in pairs(opts.constants or {}) do
+        local id = d.constants and d.constants[name]
+        if id == nil then
+            error(string_format("kernel '%s': no specialization constant '%s'", d.shader, tostring(name)), level + 1)
+        end
+        spec[id], used[name] = value, id
+    end
+    return spec, used
 end
 
 --- kernel.new(ctx, descriptor, opts) -> kernel, or nil, err. opts:
@@ -153,15 +173,32 @@ end
 function _M.new(ctx, d, opts)
     opts = opts or {}
     if type(d) ~= "table" or type(d.shader) ~= "string" then error("kernel.new: descriptor must be a kernel descriptor", 2) end
-    local spec, used = {}, {}
-    for name, value in pairs(opts.constants or {}) do
-        local id = d.constants and d.constants[name]
-        if id == nil then
-            error(string_format("kernel '%s': no specialization constant '%s'", d.shader, tostring(name)), 2)
-        end
-        spec[id], used[name] = value, id
-    end
+    local spec, used = constants_of(d, opts, 2)
     return catch(make, ctx, d, opts, spec, used)
+end
+
+--- kernel.begin(ctx, descriptor, opts) -> pending, or nil, err: kernel.new's
+--- kernel with its pipeline made on a thread of its own (ctx:begin_pipeline;
+--- a run-time compile of `defines` still happens here), so the driver's
+--- compile overlaps the caller's set-up; pending:wait() -> the kernel, or
+--- nil, err.
+function _M.begin(ctx, d, opts)
+    opts = opts or {}
+    if type(d) ~= "table" or type(d.shader) ~= "string" then error("kernel.begin: descriptor must be a kernel descriptor", 2) end
+    local spec, used = constants_of(d, opts, 2)
+    return catch(make, ctx, d, opts, spec, used, true)
+end
+
+local function finish(pending)
+    local k = pending.kernel
+    if not k.pipeline then k.pipeline, pending.seconds = need(pending.pending:wait()) end
+    return k
+end
+
+--- pending:wait() -> the kernel, or nil, err (what the pipeline's thread
+--- met); pending.seconds then holds how long the driver took.
+function Pending:wait()
+    return catch(finish, self)
 end
 
 --- k:bind{ name = buffer, ... } [, referenced buffers] -> bind group, or nil, err.

@@ -1,6 +1,8 @@
 //! `Context` (`ctx`): an open device for Lua. `ctx.info` describes it;
 //! `ctx:buffer`, `ctx:upload` (`ctx:begin_upload`), `ctx:pipeline`, `ctx:bind` and `ctx:recorder`
 //! make the objects a job is built of (`buffer.rs`, `pipeline.rs`,
+//! `ctx:begin_pipeline` and `ctx:begin_buffers` make them on a thread of
+//! their own: `pending.rs`;
 //! `recorder.rs`); `ctx:self_test` runs the arithmetic self-test.
 
 use std::sync::Arc;
@@ -10,16 +12,18 @@ use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Us
 use super::arrays::HostArray;
 use super::boundary::{methods_index, Methods};
 use super::buffer::{buffer_list, LuaBuffer};
+use super::pending::{LuaPending, Made};
 use super::pipeline::{interface_of, LuaBindGroup, LuaPipeline};
 use super::recorder::LuaRecorder;
 use super::shaders::Spirv;
 use super::upload::LuaUpload;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::vk::adapter::DeviceInfo;
 use crate::vk::buffer::Buffer;
 use crate::vk::commands::Recorder;
 use crate::vk::device::Device;
 use crate::vk::pipeline::{BindGroup, Pipeline};
+use crate::vk::spirv::Interface;
 
 pub struct Context(pub Arc<Device>);
 
@@ -89,23 +93,64 @@ fn cooperative_matrix_table(lua: &Lua, i: &DeviceInfo) -> mlua::Result<LuaTable>
     Ok(shapes)
 }
 
-/// `ctx:pipeline{ spirv, name, specialization = { [id] = u32 }, interface }`.
-fn pipeline(ctx: &Context, opts: LuaTable) -> mlua::Result<LuaPipeline> {
+/// What `ctx:pipeline{ spirv, name, specialization = { [id] = u32 }, interface }`
+/// asks for, read from its table (on the Lua thread: a pending pipeline's
+/// thread owns a copy).
+struct PipelineRequest {
+    name: String,
+    words: Vec<u32>,
+    specialization: Vec<(u32, u32)>,
+    interface: Option<Interface>,
+}
+
+fn pipeline_request(opts: &LuaTable) -> mlua::Result<PipelineRequest> {
     let spirv: UserDataRef<Spirv> =
         opts.get("spirv").map_err(|_| Error::Usage("pipeline{}: 'spirv' must be a compiled shader".into()))?;
     let name: Option<String> = opts.get("name")?;
-    let mut spec = Vec::new();
+    let mut specialization = Vec::new();
     if let Some(t) = opts.get::<Option<LuaTable>>("specialization")? {
         for pair in t.pairs::<u32, u32>() {
-            spec.push(pair.map_err(|e| {
+            specialization.push(pair.map_err(|e| {
                 Error::Usage(format!("pipeline{{}}: specialization must map constant ids to u32 values ({e})"))
             })?);
         }
     }
-    spec.sort_unstable();
-    let name = name.unwrap_or_else(|| spirv.name.clone());
+    specialization.sort_unstable();
     let interface = opts.get::<Option<LuaTable>>("interface")?.map(|t| interface_of(&t)).transpose()?;
-    Ok(LuaPipeline(Pipeline::new(&ctx.0, &name, &spirv.words, &spec, interface.as_ref())?))
+    Ok(PipelineRequest {
+        name: name.unwrap_or_else(|| spirv.name.clone()),
+        words: spirv.words.clone(),
+        specialization,
+        interface,
+    })
+}
+
+impl PipelineRequest {
+    fn make(&self, device: &Arc<Device>) -> Result<Arc<Pipeline>> {
+        Pipeline::new(device, &self.name, &self.words, &self.specialization, self.interface.as_ref())
+    }
+}
+
+/// `ctx:begin_buffers{ {bytes, name}, ... }`: device-local buffers allocated
+/// in order on a thread of their own.
+fn begin_buffers(ctx: &Context, list: LuaTable) -> mlua::Result<LuaPending> {
+    let mut wanted = Vec::new();
+    for i in 1..=list.raw_len() {
+        let entry: LuaTable = list
+            .raw_get(i)
+            .map_err(|_| Error::Usage(format!("begin_buffers(): entry {i} must be {{bytes, name}}")))?;
+        let bytes: u64 = entry
+            .raw_get(1)
+            .map_err(|_| Error::Usage(format!("begin_buffers(): entry {i} must start with a byte count")))?;
+        let name: Option<String> = entry.raw_get(2)?;
+        wanted.push((bytes, name.unwrap_or_else(|| "buffer".to_string())));
+    }
+    let device = ctx.0.clone();
+    let what = format!("{} buffer(s) allocated in the background", wanted.len());
+    Ok(LuaPending::start(what, move || {
+        let buffers: Result<Vec<Arc<Buffer>>> = wanted.iter().map(|(bytes, name)| Buffer::storage(&device, *bytes, name)).collect();
+        Ok(Made::Buffers(buffers?))
+    })?)
 }
 
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
@@ -141,7 +186,22 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         let pending = buf.begin_upload(0, bytes)?;
         Ok((LuaBuffer(buf), LuaUpload(pending)))
     })?;
-    m.add(lua, "pipeline", |_, this: &Context, opts: LuaTable| pipeline(this, opts))?;
+    m.add(lua, "pipeline", |_, this: &Context, opts: LuaTable| {
+        Ok(LuaPipeline(pipeline_request(&opts)?.make(&this.0)?))
+    })?;
+    // ctx:begin_pipeline{...} -> pending: ctx:pipeline's, made on a thread of
+    // its own (the driver's compile overlaps the caller's work);
+    // pending:wait() gives the pipeline.
+    m.add(lua, "begin_pipeline", |_, this: &Context, opts: LuaTable| {
+        let request = pipeline_request(&opts)?;
+        let device = this.0.clone();
+        let what = format!("pipeline '{}'", request.name);
+        Ok(LuaPending::start(what, move || Ok(Made::Pipeline(request.make(&device)?)))?)
+    })?;
+    // ctx:begin_buffers{ {bytes, name}, ... } -> pending: device-local
+    // buffers allocated on a thread of their own; pending:wait() gives the
+    // list.
+    m.add(lua, "begin_buffers", |_, this: &Context, list: LuaTable| begin_buffers(this, list))?;
     // ctx:bind(pipeline, { buffer, ... } [, { referenced, ... }]) -> a bind
     // group, buffers in binding order; `referenced` buffers are those the
     // shader reaches by device address, kept alive with the group.

@@ -16,6 +16,7 @@ mod devices;
 mod embeddings;
 mod files;
 mod jobs;
+mod pending;
 mod pipeline;
 mod plot;
 mod process;
@@ -34,12 +35,13 @@ use self::boundary::{registry_key, Methods};
 /// The userdata types that have methods: the name their methods are kept
 /// under, and what makes them.
 type MethodsOf = fn(&Lua) -> mlua::Result<Methods>;
-const TYPES: [(&str, MethodsOf); 12] = [
+const TYPES: [(&str, MethodsOf); 13] = [
     ("Context", context::methods),
     ("LuaBuffer", buffer::methods),
     ("LuaPipeline", pipeline::methods),
     ("LuaRecorder", recorder::methods),
     ("LuaUpload", upload::methods),
+    ("LuaPending", pending::methods),
     ("Spirv", shaders::methods),
     ("Embeddings", embeddings::methods),
     ("HostArray", arrays::methods),

@@ -142,6 +142,7 @@ local function shipped_build_variant(t)
     end
 end
 
+--- (Its pipeline made on a thread of its own: pending:wait() gives it.)
 local function builder_for(self, ctx, tiling, asked, opts)
     local variant, defines = "gram_build", merged(opts.build_defines, self.underflow)
     local constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice,
@@ -156,14 +157,15 @@ local function builder_for(self, ctx, tiling, asked, opts)
         end
         constants = nil
     end
-    return need(kernel.new(ctx, GRAM_BUILD, { variant = variant, defines = defines, constants = constants }))
+    return need(kernel.begin(ctx, GRAM_BUILD, { variant = variant, defines = defines, constants = constants }))
 end
 
 --- Builds G' into the job's blocks: tile-rows in submissions of about
 --- BUILD_TARGET_SECONDS each, sized from the rate of those before (a tile-row
 --- bi holds the tiles bi .. last of the upper triangle). Returns GPU seconds.
-local function build_g(self, ctx, e, rows_table, opts)
-    local n, dim = e.n, e.dim
+--- G's build tiling for this job and device, checked against its limits,
+--- and its kernel begun (kernel.begin): pending.
+local function begin_builder(self, ctx, e, opts)
     local asked = opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"]
     -- The panels' padding, for the shared-memory check: a define's, else the
     -- shipped variant's (gram_build.axes.json), else none.
@@ -182,7 +184,11 @@ local function build_g(self, ctx, e, rows_table, opts)
             tiling.wx * tiling.wy, ctx.info.name, ctx.info.max_workgroup_invocations))
     end
     self.build_tiling = tiling
-    local builder = builder_for(self, ctx, tiling, asked, opts)
+    return builder_for(self, ctx, tiling, asked, opts)
+end
+
+local function build_g(self, ctx, e, rows_table, builder)
+    local n, dim, tiling = e.n, e.dim, self.build_tiling
     self.builder = builder
     local group = need(builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
                                       g_blocks = self.g_block_table }, self.g_blocks))
@@ -316,22 +322,32 @@ local function plan(ctx, e, opts)
              stage_rows = stage_rows, check = check }
 end
 
---- G''s blocks: whole rows, each block one allocation; returns the table
---- of their device addresses the kernels read (the caller uploads it).
-local function allocate_g(self, ctx, opts)
+--- G''s blocks: whole rows, each block one allocation, allocated on a
+--- thread of their own (ctx:begin_buffers): pending. On the H200 the 64 GiB
+--- of N = 131,072 took 1.48 s, the table's preparation and upload meanwhile.
+local function begin_g(self, ctx, opts)
     local n, info = self.n, ctx.info
     local row_bytes = n * 4
     self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
-    self.g_blocks = {}
-    local addresses = need(divgpu.array("u32", 2 * ceil(n / self.block_rows)))
+    local wanted = {}
     for b = 1, ceil(n / self.block_rows) do
         local rows = min(self.block_rows, n - (b - 1) * self.block_rows)
-        local block = need(ctx:buffer(rows * row_bytes, "G block " .. b))
-        self.g_blocks[b] = block
+        wanted[b] = { rows * row_bytes, "G block " .. b }
+    end
+    return need(ctx:begin_buffers(wanted))
+end
+
+--- The blocks once allocated, and the table of their device addresses the
+--- kernels read (the caller uploads it); the seconds their thread took.
+local function finish_g(self, pending)
+    local blocks, seconds = need(pending:wait())
+    self.g_blocks = blocks
+    local addresses = need(divgpu.array("u32", 2 * #blocks))
+    for b, block in ipairs(blocks) do
         local address = block.address
         addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
     end
-    return addresses
+    return addresses, seconds
 end
 
 local function make_job(ctx, e, opts)
@@ -354,42 +370,54 @@ local function make_job(ctx, e, opts)
                 info.name, cap, per_step, e.n, e.dim, self.workgroup_size))
         end
     end
-    -- The set-up's parts, for the run's summary (`gram: set-up ...`).
-    local t_setup = divgpu.clock.now()
-    local g_addresses = allocate_g(self, ctx, opts)
-    local t_allocated = divgpu.clock.now()
-    local list = { { "g_block_table", g_addresses, "G block addresses" },
-                   { "rows_table", need(e:values()), "embeddings" },
-                   { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
-                   { "row_norm_buffer", need(e:norm_bounds()), "row norm bounds" },
-                   { "factors_buffer", need(divgpu.jobs.gram_factors(e)), "gram bound factors" } }
-    if opts.layout == "columns" then
-        list[#list + 1] = { "table_buffer", need(e:columns()), "embeddings by columns" }
-    end
-    local t_prepared = divgpu.clock.now()
-    local uploaded = need(device.upload_all(ctx, list, {}))
-    local t_uploaded = divgpu.clock.now()
-    local rows_table = uploaded.rows_table
-    self.g_block_table, self.inv_norm_buffer, self.row_norm_buffer, self.factors_buffer = uploaded.g_block_table,
-        uploaded.inv_norm_buffer, uploaded.row_norm_buffer, uploaded.factors_buffer
-    self.table_buffer = uploaded.table_buffer or rows_table
+    -- The set-up's parts, for the run's summary (`gram: set-up ...`). The
+    -- table's certificate first: the kernels' defines depend on it.
+    local now = divgpu.clock.now
+    local t_setup = now()
     self.underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
     self.underflow = self.underflow or nil
-    local t0 = divgpu.clock.now()  -- (from t_uploaded: the table's subnormal certificate)
-    self.build_gpu_seconds = build_g(self, ctx, e, rows_table, opts)
-    self.build_seconds = divgpu.clock.now() - t0
-    local t_built = divgpu.clock.now()
-    self.kernel = need(kernel.new(ctx, GRAM, {
+    local t_certified = now()
+    -- What waits on the driver starts first, each on a thread of its own:
+    -- G's allocation and the two pipelines' compiles.
+    local g_pending = begin_g(self, ctx, opts)
+    local builder_pending = begin_builder(self, ctx, e, opts)
+    local step_pending = need(kernel.begin(ctx, GRAM, {
         variant = kernel.variant(GRAM, { layout = opts.layout }),
         defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
         constants = { workgroup_size = self.workgroup_size, max_dim = e.dim, window_capacity = self.window_capacity,
                       reg_slots = self.reg_slots, shared_slots = max(1, self.shared_count), dim_slots = self.dim_slots,
                       subgroup_slots = self.subgroup_slots, stage_rows = self.stage_rows },
     }))
-    local t_done = divgpu.clock.now()
-    self.setup_note = string_format("set-up %.2f s: G allocated %.2f, tables prepared %.2f, uploaded %.2f, "
-        .. "certificate %.2f, G built %.2f, step kernel %.2f", t_done - t_setup, t_allocated - t_setup,
-        t_prepared - t_allocated, t_uploaded - t_prepared, t0 - t_uploaded, t_built - t0, t_done - t_built)
+    local t_begun = now()
+    local list = { { "rows_table", need(e:values()), "embeddings" },
+                   { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
+                   { "row_norm_buffer", need(e:norm_bounds()), "row norm bounds" },
+                   { "factors_buffer", need(divgpu.jobs.gram_factors(e)), "gram bound factors" } }
+    if opts.layout == "columns" then
+        list[#list + 1] = { "table_buffer", need(e:columns()), "embeddings by columns" }
+    end
+    local t_prepared = now()
+    local uploaded = need(device.upload_all(ctx, list, {}))
+    local t_uploaded = now()
+    local g_addresses, g_seconds = finish_g(self, g_pending)
+    need(device.upload_all(ctx, { { "g_block_table", g_addresses, "G block addresses" } }, uploaded))
+    local t_allocated = now()
+    local rows_table = uploaded.rows_table
+    self.g_block_table, self.inv_norm_buffer, self.row_norm_buffer, self.factors_buffer = uploaded.g_block_table,
+        uploaded.inv_norm_buffer, uploaded.row_norm_buffer, uploaded.factors_buffer
+    self.table_buffer = uploaded.table_buffer or rows_table
+    local builder = need(builder_pending:wait())
+    local t0 = now()
+    self.build_gpu_seconds = build_g(self, ctx, e, rows_table, builder)
+    self.build_seconds = now() - t0
+    local t_built = now()
+    self.kernel = need(step_pending:wait())
+    local t_done = now()
+    self.setup_note = string_format("set-up %.2f s: certificate %.2f, kernels and G begun %.2f, tables prepared %.2f, "
+        .. "uploaded %.2f, waited %.2f for G (allocated in %.2f), %.2f for G's kernel (%.2f), G built %.2f, "
+        .. "waited %.2f for the step kernel (%.2f)", t_done - t_setup, t_certified - t_setup, t_begun - t_certified,
+        t_prepared - t_begun, t_uploaded - t_prepared, t_allocated - t_uploaded, g_seconds, t0 - t_allocated,
+        builder_pending.seconds or 0, t_built - t0, t_done - t_built, step_pending.seconds or 0)
     return self
 end
 
