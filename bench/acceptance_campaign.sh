@@ -118,7 +118,10 @@ stall() {  # where gram_parity.lua's third check stops making progress on this d
     [ "${SMALL:-0}" = 1 ] && n=300 starts=8
     # 2026-12-02 call 1: only wg=256 ended; every other variant stopped in its first dispatch of
     # several steps. These look for what else frees it.
-    for variant in "" "n=1024" "n=1025" "n=1536" "n=2103" "n=600" "wg=384" "wg=448" "dim=512" "floor=1"; do
+    # 2026-12-02 afternoon: the barriers made the same in every step (uniform=1), and the
+    # shipped source compiled at run time (runtime=1, the floor's path), beside the check itself.
+    local variants=("" "runtime=1" "uniform=1" "uniform=1 n=1536" "wg=384 uniform=1" "floor=1")
+    for variant in "${variants[@]}"; do
         # At the threads it stalled at (the default is 256 since): a variant's wg= comes after and wins.
         timeout "$limit" luajit bench/gram_stall_probe.lua n=$n starts=$starts wg=${STALL_WG:-512} $variant >"$LOGS/stall.out" 2>"$LOGS/stall.log"
         local rc=$?

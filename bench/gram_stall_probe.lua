@@ -9,6 +9,8 @@
 --   wg, capacity, reg, in_flight: as driver.run's options (default: the method's own;
 --   the campaign's `stall` mode passes wg=512, where it stalled)
 --   floor=1: the floor variant (timing only: its output need not equal the mirror's)
+--   uniform=1: DIVGPU_GRAM_UNIFORM, the same barriers in every step (gram.comp)
+--   runtime=1: the shipped source compiled here with an unused define (against the embedded SPIR-V)
 --   after=1: first run gram_parity.lua's first two checks' jobs in the same context, as the check does
 io.stdout:setvbuf("line")
 local divgpu = require "divgpu"
@@ -43,7 +45,8 @@ print(string.format("device %s; %d x %d, %d starts, length %d, %s", ctx.info.nam
 local out, stats = assert(driver.run{
     ctx = ctx, embeddings = e, starts = starts, length = length, method = "gram",
     workgroup_size = o.wg, window_capacity = o.capacity, reg_slots = o.reg, in_flight = o.in_flight,
-    gram_defines = o.floor == 1 and { DIVGPU_GRAM_FLOOR = 1 } or nil,
+    gram_defines = (o.floor == 1 and { DIVGPU_GRAM_FLOOR = 1 }) or (o.uniform == 1 and { DIVGPU_GRAM_UNIFORM = 1 })
+        or (o.runtime == 1 and { DIVGPU_GRAM_UNUSED = 1 }) or nil,
     on_chunk = function(c)
         print(string.format("chunk: steps %d..%d, %.6f s GPU, %.3f s since the start", c.first_step,
             c.first_step + c.steps - 1, c.gpu_seconds or -1, divgpu.clock.now() - t0))

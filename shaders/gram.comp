@@ -473,9 +473,12 @@ void main() {
             double second = subgroupMin(gl_SubgroupInvocationID == holder ? a2 : a1);
             if (subgroupBallotBitCount(at_min) > 1u) second = m1;
             const dvec2 norm_sum = subgroupAdd(norms);
-            // Every lane takes part in the broadcast: from inside the elected
-            // branch the holder's lane would be inactive, and its value undefined.
-            const uint holder_j = subgroupBroadcast(j1, holder);
+            // The holder's index, by a min over the subgroup: subgroupBroadcast
+            // with a lane chosen at run time needs subgroupBroadcastDynamicId,
+            // a feature divgpu does not enable (undefined behaviour without it).
+            // Every lane takes part: inside the elected branch below the
+            // holder's lane would be inactive, and its value undefined.
+            const uint holder_j = subgroupMin(gl_SubgroupInvocationID == holder ? j1 : 0xffffffffu);
             if (subgroupElect()) {
                 red_a1[parity][gl_SubgroupID] = m1;
                 red_j1[parity][gl_SubgroupID] = holder_j;
@@ -509,6 +512,40 @@ void main() {
 #if DIVGPU_GRAM_FLOOR
         winner = best;
         count = 1u;
+#elif DIVGPU_GRAM_UNIFORM
+        // A probe of the stall at 384 and 512 threads on the H200
+        // (bench/gram_stall_probe.lua uniform=1): the same barriers in every
+        // step, whatever the window, so no barrier sits under a data-dependent
+        // branch. The window and its rescoring as below (no twins here).
+        const double bound = step_bound(norm2, t);
+        const double tau = best_a + 2.0lf * bound;
+        const bool single = second_a > tau;
+        if (!single) collect_window(tau, parity);
+        barrier();  // B2, every step
+        count = single ? 1u : window_count[parity];
+        const bool rescore = !single && count != 0u && count <= WINDOW_CAPACITY;
+        const uint staged = rescore ? min(count, STAGE_ROWS) : 0u;
+        uint best_key = 0xffffffffu, best_j = INDEX_NONE;
+        for (uint e = tid; e < staged * pc.dim; e += threads) {
+            const uint m = e / pc.dim, d = e - m * pc.dim;
+            staged_rows[m * MAX_DIM + d] = LOAD_EMB(EMB_INDEX(window[m], d));
+        }
+        barrier();  // the staged rows, every step
+        if (rescore) {
+            for (uint m = tid; m < count; m += threads) {
+                const uint j = window[m];
+                const uint key = contract_key(m < staged ? staged_score(j, m, pc.dim) : contract_score(j, pc.dim));
+                if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
+                    best_key = key;
+                    best_j = j;
+                }
+            }
+        } else if (!single) {
+            scan_all(best_key, best_j);
+        }
+        uint chosen_key, rescored;
+        reduce_best(best_key, best_j, chosen_key, rescored);  // B3, every step
+        winner = single ? best : rescored;
 #else
         const double bound = step_bound(norm2, t);
         const double tau = best_a + 2.0lf * bound;

@@ -275,7 +275,8 @@ void products() {
     const uint holder = subgroupBallotFindLSB(at_min);
     double second = subgroupMin(gl_SubgroupInvocationID == holder ? INF : a);
     if (subgroupBallotBitCount(at_min) > 1u) second = m1;
-    const uint holder_j = subgroupBroadcast(j, holder);
+    // (A min, not subgroupBroadcast: its lane is chosen at run time; gram.comp.)
+    const uint holder_j = subgroupMin(gl_SubgroupInvocationID == holder ? j : 0xffffffffu);
     if (subgroupElect()) {
         red_a1[gl_SubgroupID] = m1;
         red_a2[gl_SubgroupID] = second;
@@ -356,7 +357,8 @@ void decide() {
         const uint holder = subgroupBallotFindLSB(at_min);
         double second = subgroupMin(gl_SubgroupInvocationID == holder ? a2 : a1);
         if (subgroupBallotBitCount(at_min) > 1u) second = m1;
-        const uint holder_j = subgroupBroadcast(j1, holder);
+        // (A min, not subgroupBroadcast: its lane is chosen at run time; gram.comp.)
+        const uint holder_j = subgroupMin(gl_SubgroupInvocationID == holder ? j1 : 0xffffffffu);
         if (subgroupElect()) {
             red_a1[gl_SubgroupID] = m1;
             red_a2[gl_SubgroupID] = second;
