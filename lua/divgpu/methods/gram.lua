@@ -25,6 +25,7 @@ local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local error, setmetatable, string_format, type, tostring, pairs, ipairs =
     error, setmetatable, string.format, type, tostring, pairs, ipairs
 local huge = math.huge
+local table_remove = table.remove
 
 local _M = { name = "gram", preference = 1 }
 
@@ -197,28 +198,38 @@ local function build_g(self, ctx, e, rows_table, builder)
         return (last - first) * tiles - ((last - 1) * last - (first - 1) * first) / 2
     end
     local tiles_per_submission = max(1, BUILD_FIRST_FMA / (tiling.tile * tiling.tile * dim))
-    local rec = need(ctx:recorder())
+    -- Two submissions in flight, so that the GPU does not idle while the
+    -- host waits for one and records the next.
+    local recs, in_flight, submitted = { need(ctx:recorder()), need(ctx:recorder()) }, {}, 0
     local seconds, tiles_done, first = 0, 0, 0
     self.build_submissions = {}
+    local function settle_oldest()
+        local oldest = table_remove(in_flight, 1)
+        -- (Yields, when the driver builds several devices' G at once.)
+        local t = need(device.await(ctx, oldest.rec)) or 0
+        self.build_submissions[#self.build_submissions + 1] = t
+        seconds, tiles_done = seconds + t, tiles_done + oldest.tiles
+        if seconds > 0 then
+            -- Next submission: the target time at the rate measured so far.
+            tiles_per_submission = max(1, min(BUILD_TARGET_SECONDS * tiles_done / seconds, 4 * tiles_per_submission))
+        end
+    end
     while first < tiles do
+        if #in_flight == #recs then settle_oldest() end
         -- As many tile-rows as make about tiles_per_submission tiles.
         local last = first + 1
         while last < tiles and tiles_in(first, last + 1) <= tiles_per_submission do last = last + 1 end
+        submitted = submitted + 1
+        local rec = recs[(submitted - 1) % #recs + 1]
         need(builder:dispatch(rec, group, { num_items = n, dim = dim, tile_row_begin = first, tile_row_end = last,
                                             block_rows = self.block_rows }, tiles, last - first))
         -- Orders G''s writes before every later command that reads G'.
         need(rec:barrier())
         need(rec:submit())
-        -- (Yields, when the driver builds several devices' G at once.)
-        local t = need(device.await(ctx, rec)) or 0
-        self.build_submissions[#self.build_submissions + 1] = t
-        seconds, tiles_done = seconds + t, tiles_done + tiles_in(first, last)
-        if seconds > 0 then
-            -- Next submission: the target time at the rate measured so far.
-            tiles_per_submission = max(1, min(BUILD_TARGET_SECONDS * tiles_done / seconds, 4 * tiles_per_submission))
-        end
+        in_flight[#in_flight + 1] = { rec = rec, tiles = tiles_in(first, last) }
         first = last
     end
+    while #in_flight > 0 do settle_oldest() end
     -- Useful work, one triangle: N (N + 1) / 2 entries of D multiply-adds.
     self.build_flops = n * (n + 1) / 2 * dim * 2
     return seconds
