@@ -17,6 +17,8 @@
 #                                               --length 101, binary cache, verify --sample, PyTorch beside
 #   bash bench/acceptance_campaign.sh stall     gram_parity.lua's third check in variants, each under a
 #                                               timeout, a line a chunk (bench/gram_stall_probe.lua)
+#   bash bench/acceptance_campaign.sh variants  the step kernel's forms (uniform barriers, warp-uniform branches) on the
+#                                               stall table at 512 threads, then timed on the seed batch and 65,536
 #   bash bench/acceptance_campaign.sh build     G's build, its tiles in row order against groups of tile-rows,
 #                                               at 65,536 and 131,072 items (bench/gram_tune.lua; alternating)
 # (gram = seed mid; direct = real gemm big.) Several modes may share a call.
@@ -131,6 +133,29 @@ stall() {  # where gram_parity.lua's third check stops making progress on this d
     done
 }
 
+variants() {  # the step kernel's forms on the stall table at 512 threads, then timed on the seed batch and at 65,536
+    local limit=${STALL_LIMIT:-12} small=${SMALL:-0}
+    local stall_n=1000 seed_n=$SEED_N seed_s=$SEED_S mid_n=$MID_N mid_s=$MID_S mid_l=$MID_L
+    [ "$small" = 1 ] && stall_n=300
+    for variant in "warp=1" "warp=1 n=1536" "wg=384 warp=1" "uniform=1 n=1025" "wg=448"; do
+        timeout "$limit" luajit bench/gram_stall_probe.lua n=$stall_n starts=64 wg=512 $variant >"$LOGS/variant.out" 2>"$LOGS/variant.log"
+        echo "  stall table [wg=512 $variant]: exit $?, $(grep -c '^chunk' "$LOGS/variant.out") chunks; $(tail -n 1 "$LOGS/variant.out")" \
+            | tee -a "$OUT/summary.txt"
+        cat "$LOGS/variant.out" >>"$OUT/variants_stall.txt"
+    done
+    # Alternating, twice: GPU time and a checksum of the output (every variant must give the same).
+    for round in 1 2; do
+        for variant in "wg=256" "wg=256 uniform=1" "wg=512 uniform=1" "wg=512 warp=1"; do
+            for job in "seed n=$seed_n dim=768 seed=1 starts=$seed_s" "mid n=$mid_n dim=768 seed=1 starts=$mid_s length=$mid_l"; do
+                set -- $job; local name=$1; shift
+                timeout 60 luajit bench/gram_stall_probe.lua "$@" check=0 $variant >"$LOGS/variant.out" 2>"$LOGS/variant.log"
+                echo "  $name round $round [$variant]: exit $?; $(grep '^ran in' "$LOGS/variant.out"); $(tail -n 1 "$LOGS/variant.out")" \
+                    | tee -a "$OUT/summary.txt"
+            done
+        done
+    done
+}
+
 build() {  # G's build: the shipped tiling against its tiles in groups of 8 and 16 tile-rows, alternating
     local mid=$MID_N large=$LARGE_N
     [ "${SMALL:-0}" = 1 ] && mid=512 large=700
@@ -208,8 +233,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    seed | mid | large | diagnose | parity | real | gemm | big | million | stall | build | gram | direct) ;;
-    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, million, stall, build; gram, direct)" >&2; exit 2 ;;
+    seed | mid | large | diagnose | parity | real | gemm | big | million | stall | variants | build | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, million, stall, variants, build; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"

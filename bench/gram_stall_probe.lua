@@ -10,7 +10,10 @@
 --   the campaign's `stall` mode passes wg=512, where it stalled)
 --   floor=1: the floor variant (timing only: its output need not equal the mirror's)
 --   uniform=1: DIVGPU_GRAM_UNIFORM, the same barriers in every step (gram.comp)
+--   warp=1: DIVGPU_GRAM_WARP_UNIFORM, the branches around the window's barriers on subgroup-uniform values
 --   runtime=1: the shipped source compiled here with an unused define (against the embedded SPIR-V)
+--   seed=S clusters=C: the synthetic table's (default 7 and 16); check=0: no comparison with the mirror
+--   (a checksum of the output instead, to compare variants)
 --   after=1: first run gram_parity.lua's first two checks' jobs in the same context, as the check does
 io.stdout:setvbuf("line")
 local divgpu = require "divgpu"
@@ -35,7 +38,7 @@ if o.after == 1 then
     print(string.format("the first two checks' jobs ran in %.3f s", divgpu.clock.now() - t))
 end
 local n = o.n or 1000
-local e = assert(divgpu.synth{ n = n, dim = o.dim or 384, clusters = 16, seed = 7 })
+local e = assert(divgpu.synth{ n = n, dim = o.dim or 384, clusters = o.clusters or 16, seed = o.seed or 7 })
 local list = {}
 for s = 0, (o.starts or 64) - 1 do list[#list + 1] = s end
 local starts, length = divgpu.array("u32", list), o.length or n
@@ -46,14 +49,20 @@ local out, stats = assert(driver.run{
     ctx = ctx, embeddings = e, starts = starts, length = length, method = "gram",
     workgroup_size = o.wg, window_capacity = o.capacity, reg_slots = o.reg, in_flight = o.in_flight,
     gram_defines = (o.floor == 1 and { DIVGPU_GRAM_FLOOR = 1 }) or (o.uniform == 1 and { DIVGPU_GRAM_UNIFORM = 1 })
-        or (o.runtime == 1 and { DIVGPU_GRAM_UNUSED = 1 }) or nil,
+        or (o.warp == 1 and { DIVGPU_GRAM_WARP_UNIFORM = 1 }) or (o.runtime == 1 and { DIVGPU_GRAM_UNUSED = 1 }) or nil,
     on_chunk = function(c)
         print(string.format("chunk: steps %d..%d, %.6f s GPU, %.3f s since the start", c.first_step,
             c.first_step + c.steps - 1, c.gpu_seconds or -1, divgpu.clock.now() - t0))
     end,
 })
-print(string.format("ran in %.3f s", divgpu.clock.now() - t0))
+print(string.format("ran in %.3f s, %.4f s GPU", divgpu.clock.now() - t0, stats.gpu_seconds or -1))
 local g = stats.gram
 print(string.format("mean window %.3f, %d fallbacks, largest %d", g.window_total / g.steps, g.fallbacks, g.window_max))
-local d = divgpu.first_difference(out, divgpu.mirror(e, starts, length), length)
-print(d and string.format("DIFFERS from the mirror: row %d step %d", d.row, d.step) or "identical to the mirror")
+if o.check == 0 then
+    local sum = 0
+    for i = 1, #out do sum = (sum * 31 + out[i]) % 4294967291 end
+    print(string.format("checksum %d of %d values", sum, #out))
+else
+    local d = divgpu.first_difference(out, divgpu.mirror(e, starts, length), length)
+    print(d and string.format("DIFFERS from the mirror: row %d step %d", d.row, d.step) or "identical to the mirror")
+end

@@ -552,6 +552,11 @@ void main() {
 #if DIVGPU_GRAM_PERTURB == 4
         // Twin: trust the smallest approx whatever the bound says.
         if (true) {
+#elif DIVGPU_GRAM_WARP_UNIFORM
+        // A probe of the stall (bench/gram_stall_probe.lua warp=1): the
+        // branches around B2, the staged rows' barrier and B3 on values the
+        // compiler can see are the same in every lane of a subgroup.
+        if (subgroupBroadcastFirst(second_a > tau)) {
 #else
         if (second_a > tau) {
 #endif
@@ -562,6 +567,9 @@ void main() {
             // B2: orders the window's members and count before every thread reads them.
             barrier();
             count = window_count[parity];
+#if DIVGPU_GRAM_WARP_UNIFORM
+            count = subgroupBroadcastFirst(count);
+#endif
             uint best_key = 0xffffffffu, best_j = INDEX_NONE;
             if (count != 0u && count <= WINDOW_CAPACITY) {
                 const uint staged = min(count, STAGE_ROWS);
