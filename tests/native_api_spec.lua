@@ -377,9 +377,22 @@ describe("objects made on a thread of their own (ctx:begin_pipeline, ctx:begin_b
         assert.are.equal(4096, list[2].size)
         list[2]:fill(9)
         assert.are.equal(9, list[2]:read("u32")[1024])
+        -- The first ones may be taken before the rest are made.
+        local pending = ctx:begin_buffers{ { 16, "a" }, { 32, "b" }, { 48, "c" } }
+        local first = pending:first(2)
+        assert.are.equal(2, #first)
+        assert.are.equal("b", first[2].name)
+        assert.is_true(pending:ready() >= 2)
+        assert.are.equal(3, #pending:first(3))
+        assert.are.equal(48, pending:wait()[3].size)
+        assert.are.equal(0, ctx:begin_pipeline(request(kernel.descriptor("baseline"))):ready())
         local none, err = ctx:begin_buffers{ { 64, "fine" }, { 2 ^ 52, "huge" } }:wait()
         assert.is_nil(none)
         assert.matches("^out of device memory: buffer 'huge' of 4503599627370496 bytes exceeds the largest allocation", err)
+        -- Asked for more than were made before the error: the error.
+        none, err = ctx:begin_buffers{ { 64, "fine" }, { 2 ^ 52, "huge" } }:first(2)
+        assert.is_nil(none)
+        assert.matches("^out of device memory: buffer 'huge'", err)
         local ok, bad = pcall(ctx.begin_buffers, ctx, { { "many", "bad" } })
         assert.is_false(ok)
         assert.matches("begin_buffers(): entry 1 must start with a byte count", tostring(bad), 1, true)

@@ -12,7 +12,7 @@ use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Us
 use super::arrays::HostArray;
 use super::boundary::{methods_index, Methods};
 use super::buffer::{buffer_list, LuaBuffer};
-use super::pending::{LuaPending, Made};
+use super::pending::{LuaPending, Made, Progress};
 use super::pipeline::{interface_of, LuaBindGroup, LuaPipeline};
 use super::recorder::LuaRecorder;
 use super::shaders::Spirv;
@@ -147,9 +147,19 @@ fn begin_buffers(ctx: &Context, list: LuaTable) -> mlua::Result<LuaPending> {
     }
     let device = ctx.0.clone();
     let what = format!("{} buffer(s) allocated in the background", wanted.len());
-    Ok(LuaPending::start(what, move || {
-        let buffers: Result<Vec<Arc<Buffer>>> = wanted.iter().map(|(bytes, name)| Buffer::storage(&device, *bytes, name)).collect();
-        Ok(Made::Buffers(buffers?))
+    let progress = Arc::new(Progress::default());
+    let filled = progress.clone();
+    Ok(LuaPending::start_with_progress(what, progress, move || {
+        let mut all = Vec::with_capacity(wanted.len());
+        for (bytes, name) in &wanted {
+            let buffer = Buffer::storage(&device, *bytes, name)?;
+            filled.push(buffer.clone());
+            all.push(buffer);
+            // The allocator's lock is free a moment between buffers, for the
+            // caller's own allocations (uploads) meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(Made::Buffers(all))
     })?)
 }
 

@@ -4,9 +4,9 @@
 //! 0.84 s to compile gram's step kernel and 1.48 s to allocate 64 GiB of G,
 //! each while the host had other set-up to do (bench/RESULTS.md).
 
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mlua::{IntoLua, Lua, UserData, UserDataFields, Value};
 
@@ -29,9 +29,28 @@ enum State {
     Finished(std::result::Result<Made, String>, f64),
 }
 
+/// The buffers a pending allocation has made so far, in order: a job may
+/// use the first ones while the rest are still being allocated (gram builds
+/// G's last rows while its first blocks are allocated).
+#[derive(Default)]
+pub struct Progress {
+    made: Mutex<Vec<Arc<Buffer>>>,
+    more: Condvar,
+}
+
+impl Progress {
+    pub fn push(&self, buffer: Arc<Buffer>) {
+        if let Ok(mut made) = self.made.lock() {
+            made.push(buffer);
+        }
+        self.more.notify_all();
+    }
+}
+
 pub struct LuaPending {
     what: String,
     state: Option<State>,
+    progress: Option<Arc<Progress>>,
 }
 
 const TYPE: &str = "LuaPending";
@@ -47,7 +66,45 @@ impl LuaPending {
                 (made, t0.elapsed().as_secs_f64())
             })
             .map_err(|e| Error::Device(format!("{what}: could not start a thread: {e}")))?;
-        Ok(LuaPending { what, state: Some(State::Running(thread)) })
+        Ok(LuaPending { what, state: Some(State::Running(thread)), progress: None })
+    }
+
+    /// As `start`, with `progress` filled by `make` as it goes.
+    pub fn start_with_progress(
+        what: String,
+        progress: Arc<Progress>,
+        make: impl FnOnce() -> Result<Made> + Send + 'static,
+    ) -> Result<LuaPending> {
+        let mut pending = LuaPending::start(what, make)?;
+        pending.progress = Some(progress);
+        Ok(pending)
+    }
+
+    /// The first `count` buffers, once made (waiting for them); the
+    /// thread's error if it ended before making them.
+    fn first(&mut self, count: usize) -> Result<Vec<Arc<Buffer>>> {
+        let progress = self
+            .progress
+            .clone()
+            .ok_or_else(|| Error::Usage(format!("{}: not a pending allocation of buffers", self.what)))?;
+        loop {
+            {
+                let made = progress.made.lock().map_err(|_| Error::Device(format!("{}: poisoned", self.what)))?;
+                if made.len() >= count {
+                    return Ok(made[..count].to_vec());
+                }
+                if !self.is_done() {
+                    // Woken by each buffer made; the timeout notices a thread that ended.
+                    let _ = progress.more.wait_timeout(made, Duration::from_millis(50));
+                    continue;
+                }
+            }
+            let (made, _) = self.finish();
+            return match made? {
+                Made::Buffers(all) if all.len() >= count => Ok(all[..count].to_vec()),
+                _ => Err(Error::Usage(format!("{}: asked for {count} buffers, it makes fewer", self.what))),
+            };
+        }
     }
 
     /// Waits for the thread (once); the result is kept for later calls. An
@@ -97,6 +154,20 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
             }
         };
         Ok((value, seconds))
+    })?;
+    // pending:ready() -> how many of a pending allocation's buffers are made
+    // so far (without waiting).
+    m.add(lua, "ready", |_, this: &LuaPending, ()| {
+        Ok(this.progress.as_ref().map(|p| p.made.lock().map(|m| m.len()).unwrap_or(0)).unwrap_or(0))
+    })?;
+    // pending:first(count) -> the first `count` buffers of a pending
+    // allocation, waiting until they are made.
+    m.add_mut(lua, "first", |lua, this: &mut LuaPending, count: usize| {
+        let t = lua.create_table()?;
+        for (i, b) in this.first(count)?.into_iter().enumerate() {
+            t.raw_set(i + 1, LuaBuffer(b))?;
+        }
+        Ok(t)
     })?;
     Ok(m)
 }

@@ -188,20 +188,52 @@ local function begin_builder(self, ctx, e, opts)
     return builder_for(self, ctx, tiling, asked, opts)
 end
 
-local function build_g(self, ctx, e, rows_table, builder)
+--- G''s blocks from `first` (1-based) to the last, once allocated, in block
+--- order from 1 (nil below `first`), and the table of their device
+--- addresses the kernels read, uploaded (zeros for blocks not there yet:
+--- no dispatch given this table reaches them).
+local function blocks_from(self, ctx, pending, first)
+    local got = need(pending:first(self.block_count - first + 1))
+    local blocks = {}
+    for i, block in ipairs(got) do blocks[self.block_count - i + 1] = block end
+    local addresses = need(divgpu.array("u32", 2 * self.block_count))
+    local referenced = {}
+    for b = first, self.block_count do
+        local address = blocks[b].address
+        addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
+        referenced[#referenced + 1] = blocks[b]
+    end
+    return blocks, need(ctx:upload(addresses, "G block addresses")), referenced
+end
+
+--- Builds G' into the job's blocks from the last tile-row to the first
+--- (tile-row bi writes rows bi * tile .. N - 1 only, its own and their
+--- mirror), so each submission needs only the blocks from its first row on:
+--- those allocated first (begin_g). Sets self.g_blocks and the address table.
+local function build_g(self, ctx, e, rows_table, builder, g_pending)
     local n, dim, tiling = e.n, e.dim, self.build_tiling
     self.builder = builder
-    local group = need(builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
-                                      g_blocks = self.g_block_table }, self.g_blocks))
     local tiles = ceil(n / tiling.tile)
     local function tiles_in(first, last) -- tiles of tile-rows first .. last - 1
         return (last - first) * tiles - ((last - 1) * last - (first - 1) * first) / 2
+    end
+    local lowest_block, group = self.block_count + 1, nil
+    local function group_for(first_tile_row)
+        local needed = floor(first_tile_row * tiling.tile / self.block_rows) + 1
+        if needed < lowest_block then
+            local referenced
+            self.g_blocks, self.g_block_table, referenced = blocks_from(self, ctx, g_pending, needed)
+            group = need(builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
+                                        g_blocks = self.g_block_table }, referenced))
+            lowest_block = needed
+        end
+        return group
     end
     local tiles_per_submission = max(1, BUILD_FIRST_FMA / (tiling.tile * tiling.tile * dim))
     -- Two submissions in flight, so that the GPU does not idle while the
     -- host waits for one and records the next.
     local recs, in_flight, submitted = { need(ctx:recorder()), need(ctx:recorder()) }, {}, 0
-    local seconds, tiles_done, first = 0, 0, 0
+    local seconds, tiles_done, last = 0, 0, tiles
     self.build_submissions = {}
     local function settle_oldest()
         local oldest = table_remove(in_flight, 1)
@@ -214,20 +246,20 @@ local function build_g(self, ctx, e, rows_table, builder)
             tiles_per_submission = max(1, min(BUILD_TARGET_SECONDS * tiles_done / seconds, 4 * tiles_per_submission))
         end
     end
-    while first < tiles do
+    while last > 0 do
         if #in_flight == #recs then settle_oldest() end
         -- As many tile-rows as make about tiles_per_submission tiles.
-        local last = first + 1
-        while last < tiles and tiles_in(first, last + 1) <= tiles_per_submission do last = last + 1 end
+        local first = last - 1
+        while first > 0 and tiles_in(first - 1, last) <= tiles_per_submission do first = first - 1 end
         submitted = submitted + 1
         local rec = recs[(submitted - 1) % #recs + 1]
-        need(builder:dispatch(rec, group, { num_items = n, dim = dim, tile_row_begin = first, tile_row_end = last,
-                                            block_rows = self.block_rows }, tiles, last - first))
+        need(builder:dispatch(rec, group_for(first), { num_items = n, dim = dim, tile_row_begin = first,
+                                                       tile_row_end = last, block_rows = self.block_rows }, tiles, last - first))
         -- Orders G''s writes before every later command that reads G'.
         need(rec:barrier())
         need(rec:submit())
         in_flight[#in_flight + 1] = { rec = rec, tiles = tiles_in(first, last) }
-        first = last
+        last = first
     end
     while #in_flight > 0 do settle_oldest() end
     -- Useful work, one triangle: N (N + 1) / 2 entries of D multiply-adds.
@@ -334,31 +366,22 @@ local function plan(ctx, e, opts)
 end
 
 --- G''s blocks: whole rows, each block one allocation, allocated on a
---- thread of their own (ctx:begin_buffers): pending. On the H200 the 64 GiB
---- of N = 131,072 took 1.48 s, the table's preparation and upload meanwhile.
+--- thread of their own (ctx:begin_buffers), the last block first: pending.
+--- On the H200 the 64 GiB of N = 131,072 took 1.48-1.68 s; the table is
+--- prepared and uploaded meanwhile, and G's build starts on the last rows
+--- as soon as their blocks are there (build_g).
 local function begin_g(self, ctx, opts)
     local n, info = self.n, ctx.info
     local row_bytes = n * 4
     self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
+    self.block_count = ceil(n / self.block_rows)
     local wanted = {}
-    for b = 1, ceil(n / self.block_rows) do
+    for i = 1, self.block_count do
+        local b = self.block_count - i + 1
         local rows = min(self.block_rows, n - (b - 1) * self.block_rows)
-        wanted[b] = { rows * row_bytes, "G block " .. b }
+        wanted[i] = { rows * row_bytes, "G block " .. b }
     end
     return need(ctx:begin_buffers(wanted))
-end
-
---- The blocks once allocated, and the table of their device addresses the
---- kernels read (the caller uploads it); the seconds their thread took.
-local function finish_g(self, pending)
-    local blocks, seconds = need(pending:wait())
-    self.g_blocks = blocks
-    local addresses = need(divgpu.array("u32", 2 * #blocks))
-    for b, block in ipairs(blocks) do
-        local address = block.address
-        addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
-    end
-    return addresses, seconds
 end
 
 local function make_job(ctx, e, opts)
@@ -410,25 +433,23 @@ local function make_job(ctx, e, opts)
     local t_prepared = now()
     local uploaded = need(device.upload_all(ctx, list, {}))
     local t_uploaded = now()
-    local g_addresses, g_seconds = finish_g(self, g_pending)
-    need(device.upload_all(ctx, { { "g_block_table", g_addresses, "G block addresses" } }, uploaded))
-    local t_allocated = now()
     local rows_table = uploaded.rows_table
-    self.g_block_table, self.inv_norm_buffer, self.row_norm_buffer, self.factors_buffer = uploaded.g_block_table,
-        uploaded.inv_norm_buffer, uploaded.row_norm_buffer, uploaded.factors_buffer
+    self.inv_norm_buffer, self.row_norm_buffer, self.factors_buffer = uploaded.inv_norm_buffer,
+        uploaded.row_norm_buffer, uploaded.factors_buffer
     self.table_buffer = uploaded.table_buffer or rows_table
     local builder = need(builder_pending:wait())
     local t0 = now()
-    self.build_gpu_seconds = build_g(self, ctx, e, rows_table, builder)
+    self.build_gpu_seconds = build_g(self, ctx, e, rows_table, builder, g_pending)
     self.build_seconds = now() - t0
     local t_built = now()
+    local _, g_seconds = need(g_pending:wait())
     self.kernel = need(step_pending:wait())
     local t_done = now()
     self.setup_note = string_format("set-up %.2f s: certificate %.2f, kernels and G begun %.2f, tables prepared %.2f, "
-        .. "uploaded %.2f, waited %.2f for G (allocated in %.2f), %.2f for G's kernel (%.2f), G built %.2f, "
+        .. "uploaded %.2f, waited %.2f for G's kernel (%.2f), G built %.2f as its blocks came (allocated in %.2f), "
         .. "waited %.2f for the step kernel (%.2f)", t_done - t_setup, t_certified - t_setup, t_begun - t_certified,
-        t_prepared - t_begun, t_uploaded - t_prepared, t_allocated - t_uploaded, g_seconds, t0 - t_allocated,
-        builder_pending.seconds or 0, t_built - t0, t_done - t_built, step_pending.seconds or 0)
+        t_prepared - t_begun, t_uploaded - t_prepared, t0 - t_uploaded, builder_pending.seconds or 0,
+        t_built - t0, g_seconds, t_done - t_built, step_pending.seconds or 0)
     return self
 end
 
