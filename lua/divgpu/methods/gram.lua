@@ -446,10 +446,12 @@ local function make_job(ctx, e, opts)
     self.kernel = need(step_pending:wait())
     local t_done = now()
     self.setup_note = string_format("set-up %.2f s: certificate %.2f, kernels and G begun %.2f, tables prepared %.2f, "
-        .. "uploaded %.2f, waited %.2f for G's kernel (%.2f), G built %.2f as its blocks came (allocated in %.2f), "
-        .. "waited %.2f for the step kernel (%.2f)", t_done - t_setup, t_certified - t_setup, t_begun - t_certified,
-        t_prepared - t_begun, t_uploaded - t_prepared, t0 - t_uploaded, builder_pending.seconds or 0,
-        t_built - t0, g_seconds, t_done - t_built, step_pending.seconds or 0)
+        .. "uploaded %.2f, waited %.2f for G's kernel (%.2f), G built %.2f as its blocks came (allocated in %.2f; "
+        .. "the build %.3f s GPU, %.3g TFLOP/s), waited %.2f for the step kernel (%.2f)", t_done - t_setup,
+        t_certified - t_setup, t_begun - t_certified, t_prepared - t_begun, t_uploaded - t_prepared, t0 - t_uploaded,
+        builder_pending.seconds or 0, t_built - t0, g_seconds, self.build_gpu_seconds,
+        self.build_gpu_seconds > 0 and self.build_flops / self.build_gpu_seconds / 1e12 or 0,
+        t_done - t_built, step_pending.seconds or 0)
     return self
 end
 
