@@ -386,6 +386,21 @@ describe("objects made on a thread of their own (ctx:begin_pipeline, ctx:begin_b
         assert.are.equal(3, #pending:first(3))
         assert.are.equal(48, pending:wait()[3].size)
         assert.are.equal(0, ctx:begin_pipeline(request(kernel.descriptor("baseline"))):ready())
+        -- rec:update writes into such a buffer by the command stream; twin: the words around are untouched.
+        local target = pending:wait()[3]
+        target:fill(5)
+        local rec = ctx:recorder()
+        rec:update(target, divgpu.array("u32", { 11, 12 }), 8)
+        rec:submit()
+        rec:wait()
+        local words = target:read("u32")
+        assert.are.same({ 5, 5, 11, 12, 5 }, { words[1], words[2], words[3], words[4], words[5] })
+        local refused = { pcall(rec.update, rec, target, divgpu.array("u32", { 1 }), 2) }
+        assert.is_false(refused[1])
+        assert.matches("multiples of 4", tostring(refused[2]), 1, true)
+        refused = { pcall(rec.update, rec, target, divgpu.array("u32", 13), 0) }
+        assert.is_false(refused[1])
+        assert.matches("does not fit buffer 'c'", tostring(refused[2]), 1, true)
         local none, err = ctx:begin_buffers{ { 64, "fine" }, { 2 ^ 52, "huge" } }:wait()
         assert.is_nil(none)
         assert.matches("^out of device memory: buffer 'huge' of 4503599627370496 bytes exceeds the largest allocation", err)

@@ -132,7 +132,8 @@ impl PipelineRequest {
 }
 
 /// `ctx:begin_buffers{ {bytes, name}, ... }`: device-local buffers allocated
-/// in order on a thread of their own.
+/// in order on a thread of their own, each in memory of its own (so the
+/// thread never holds the allocator's lock the caller's uploads need).
 fn begin_buffers(ctx: &Context, list: LuaTable) -> mlua::Result<LuaPending> {
     let mut wanted = Vec::new();
     for i in 1..=list.raw_len() {
@@ -152,12 +153,9 @@ fn begin_buffers(ctx: &Context, list: LuaTable) -> mlua::Result<LuaPending> {
     Ok(LuaPending::start_with_progress(what, progress, move || {
         let mut all = Vec::with_capacity(wanted.len());
         for (bytes, name) in &wanted {
-            let buffer = Buffer::storage(&device, *bytes, name)?;
+            let buffer = Buffer::storage_dedicated(&device, *bytes, name)?;
             filled.push(buffer.clone());
             all.push(buffer);
-            // The allocator's lock is free a moment between buffers, for the
-            // caller's own allocations (uploads) meanwhile.
-            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(Made::Buffers(all))
     })?)

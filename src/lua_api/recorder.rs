@@ -4,6 +4,7 @@
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataRef, Value};
 
 use super::boundary::{methods_index, Methods};
+use super::arrays::HostArray;
 use super::buffer::LuaBuffer;
 use super::pipeline::LuaBindGroup;
 use crate::error::Error;
@@ -61,6 +62,11 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         let src_offset = src_offset.unwrap_or(0);
         let size = size.unwrap_or(src.0.size.saturating_sub(src_offset));
         Ok(this.0.copy(&src.0, src_offset, &dst.0, dst_offset.unwrap_or(0), size)?)
+    })?;
+    // rec:update(buf, array [, byte_offset]): the array's bytes written into
+    // a device-local buffer by the command stream (vkCmdUpdateBuffer).
+    m.add_mut(lua, "update", |_, this: &mut LuaRecorder, (dst, array, offset): (UserDataRef<LuaBuffer>, UserDataRef<HostArray>, Option<u64>)| {
+        Ok(this.0.update(&dst.0, offset.unwrap_or(0), array.bytes())?)
     })?;
     m.add_mut(lua, "submit", |_, this: &mut LuaRecorder, ()| Ok(this.0.submit()?))?;
     // rec:wait([spent]) -> GPU seconds of the submission (false without

@@ -169,6 +169,58 @@ impl Recorder {
         Ok(())
     }
 
+    /// Records a write of `bytes` (at most 65,536, a multiple of 4) into the
+    /// device-local `dst` at `offset` (vkCmdUpdateBuffer: the data travels in
+    /// the command buffer, no staging buffer, no allocation), ordered after
+    /// every earlier shader access and before every later one.
+    pub fn update(&mut self, dst: &Arc<Buffer>, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.device.check_same(&dst.device, &format!("buffer '{}'", dst.name))?;
+        if dst.host_visible {
+            return Err(Error::Usage(format!("update of buffer '{}': it is host-visible (write it directly)", dst.name)));
+        }
+        let len = bytes.len() as u64;
+        if len > 65536 || len % 4 != 0 || offset % 4 != 0 {
+            return Err(Error::Usage(format!(
+                "update of buffer '{}': {len} bytes at offset {offset}; at most 65536, both multiples of 4",
+                dst.name
+            )));
+        }
+        checked_range("update", &dst.name, dst.size, offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.ensure_recording()?;
+        let d = &self.device.raw;
+        let before = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)
+            .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)];
+        let after = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+            .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+        unsafe {
+            d.cmd_pipeline_barrier(
+                self.cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::DependencyFlags::empty(),
+                &before,
+                &[],
+                &[],
+            );
+            d.cmd_update_buffer(self.cmd, dst.raw, offset, bytes);
+            d.cmd_pipeline_barrier(
+                self.cmd,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::DependencyFlags::empty(),
+                &after,
+                &[],
+                &[],
+            );
+        }
+        Ok(())
+    }
+
     /// Records a copy of `size` bytes from `src` at `src_offset` to `dst` at
     /// `dst_offset` (e.g. a snapshot of counters the shaders keep, taken at
     /// the end of a chunk into a host-visible buffer read after the wait).

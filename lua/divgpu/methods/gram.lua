@@ -189,21 +189,22 @@ local function begin_builder(self, ctx, e, opts)
 end
 
 --- G''s blocks from `first` (1-based) to the last, once allocated, in block
---- order from 1 (nil below `first`), and the table of their device
---- addresses the kernels read, uploaded (zeros for blocks not there yet:
---- no dispatch given this table reaches them).
-local function blocks_from(self, ctx, pending, first)
+--- order from 1 (nil below `first`); their device addresses written into
+--- the job's address table by `rec` (vkCmdUpdateBuffer: no allocation, no
+--- upload) before its dispatch reads them.
+local function blocks_from(self, rec, pending, first, had)
     local got = need(pending:first(self.block_count - first + 1))
     local blocks = {}
     for i, block in ipairs(got) do blocks[self.block_count - i + 1] = block end
-    local addresses = need(divgpu.array("u32", 2 * self.block_count))
-    local referenced = {}
-    for b = first, self.block_count do
+    local new = need(divgpu.array("u32", 2 * (had - first)))
+    for b = first, had - 1 do
         local address = blocks[b].address
-        addresses[2 * b - 1], addresses[2 * b] = address[1], address[2]
-        referenced[#referenced + 1] = blocks[b]
+        new[2 * (b - first) + 1], new[2 * (b - first) + 2] = address[1], address[2]
     end
-    return blocks, need(ctx:upload(addresses, "G block addresses")), referenced
+    need(rec:update(self.g_block_table, new, 8 * (first - 1)))
+    local referenced = {}
+    for b = first, self.block_count do referenced[#referenced + 1] = blocks[b] end
+    return blocks, referenced
 end
 
 --- Builds G' into the job's blocks from the last tile-row to the first
@@ -217,12 +218,14 @@ local function build_g(self, ctx, e, rows_table, builder, g_pending)
     local function tiles_in(first, last) -- tiles of tile-rows first .. last - 1
         return (last - first) * tiles - ((last - 1) * last - (first - 1) * first) / 2
     end
+    -- The address table's entries are written as their blocks come.
+    self.g_block_table = need(ctx:buffer(8 * self.block_count, "G block addresses"))
     local lowest_block, group = self.block_count + 1, nil
-    local function group_for(first_tile_row)
+    local function group_for(rec, first_tile_row)
         local needed = floor(first_tile_row * tiling.tile / self.block_rows) + 1
         if needed < lowest_block then
             local referenced
-            self.g_blocks, self.g_block_table, referenced = blocks_from(self, ctx, g_pending, needed)
+            self.g_blocks, referenced = blocks_from(self, rec, g_pending, needed, lowest_block)
             group = need(builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
                                         g_blocks = self.g_block_table }, referenced))
             lowest_block = needed
@@ -253,7 +256,7 @@ local function build_g(self, ctx, e, rows_table, builder, g_pending)
         while first > 0 and tiles_in(first - 1, last) <= tiles_per_submission do first = first - 1 end
         submitted = submitted + 1
         local rec = recs[(submitted - 1) % #recs + 1]
-        need(builder:dispatch(rec, group_for(first), { num_items = n, dim = dim, tile_row_begin = first,
+        need(builder:dispatch(rec, group_for(rec, first), { num_items = n, dim = dim, tile_row_begin = first,
                                                        tile_row_end = last, block_rows = self.block_rows }, tiles, last - first))
         -- Orders G''s writes before every later command that reads G'.
         need(rec:barrier())
