@@ -140,8 +140,8 @@ impl Buffer {
     /// A device-local storage buffer in memory of its own (vkAllocateMemory,
     /// not the allocator's blocks, and without the allocator's lock), so that
     /// a thread making large ones does not hold up the caller's other
-    /// allocations meanwhile (gram's G: 64 GiB in 1.5-1.7 s on the H200,
-    /// `ctx:begin_buffers`). Contents undefined.
+    /// allocations meanwhile (gram's G: 64 GiB took 1.68 s on the H200
+    /// through the allocator, a4efc45; `ctx:begin_buffers`). Contents undefined.
     pub fn storage_dedicated(device: &Arc<Device>, size: u64, name: &str) -> Result<Arc<Buffer>> {
         device.check_alive()?;
         let size = size.max(4);
@@ -179,10 +179,13 @@ impl Buffer {
                 && flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL)
                 && !flags.intersects(avoid)
         };
-        // Device-local memory the host cannot see first (a ReBAR heap is small and shared).
+        // Device-local memory the host cannot see first (a ReBAR heap is small
+        // and shared); never the AMD coherent kinds, which need a feature divgpu
+        // does not enable.
+        let amd = vk::MemoryPropertyFlags::DEVICE_COHERENT_AMD | vk::MemoryPropertyFlags::DEVICE_UNCACHED_AMD;
         let type_index = (0..types.memory_type_count)
-            .find(|&t| wanted(t, vk::MemoryPropertyFlags::HOST_VISIBLE))
-            .or_else(|| (0..types.memory_type_count).find(|&t| wanted(t, vk::MemoryPropertyFlags::empty())))
+            .find(|&t| wanted(t, vk::MemoryPropertyFlags::HOST_VISIBLE | amd))
+            .or_else(|| (0..types.memory_type_count).find(|&t| wanted(t, amd)))
             .ok_or_else(|| Error::Device(format!("buffer '{name}': no device-local memory type fits it")))?;
         let mut address = vk::MemoryAllocateFlagsInfo::default().flags(vk::MemoryAllocateFlags::DEVICE_ADDRESS);
         let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(raw);

@@ -218,6 +218,10 @@ impl Recorder {
                 &[],
             );
         }
+        // Kept alive until the submission is waited for, as a copy's buffers are.
+        if !self.copied.iter().any(|c| Arc::ptr_eq(c, dst)) {
+            self.copied.push(dst.clone());
+        }
         Ok(())
     }
 

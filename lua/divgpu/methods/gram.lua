@@ -161,9 +161,6 @@ local function builder_for(self, ctx, tiling, asked, opts)
     return need(kernel.begin(ctx, GRAM_BUILD, { variant = variant, defines = defines, constants = constants }))
 end
 
---- Builds G' into the job's blocks: tile-rows in submissions of about
---- BUILD_TARGET_SECONDS each, sized from the rate of those before (a tile-row
---- bi holds the tiles bi .. last of the upper triangle). Returns GPU seconds.
 --- G's build tiling for this job and device, checked against its limits,
 --- and its kernel begun (kernel.begin): pending.
 local function begin_builder(self, ctx, e, opts)
@@ -196,12 +193,16 @@ local function blocks_from(self, rec, pending, first, had)
     local got = need(pending:first(self.block_count - first + 1))
     local blocks = {}
     for i, block in ipairs(got) do blocks[self.block_count - i + 1] = block end
-    local new = need(divgpu.array("u32", 2 * (had - first)))
-    for b = first, had - 1 do
-        local address = blocks[b].address
-        new[2 * (b - first) + 1], new[2 * (b - first) + 2] = address[1], address[2]
+    -- (vkCmdUpdateBuffer takes at most 65,536 bytes: 8,192 entries a write.)
+    for from = first, had - 1, 8192 do
+        local to = min(had - 1, from + 8191)
+        local new = need(divgpu.array("u32", 2 * (to - from + 1)))
+        for b = from, to do
+            local address = blocks[b].address
+            new[2 * (b - from) + 1], new[2 * (b - from) + 2] = address[1], address[2]
+        end
+        need(rec:update(self.g_block_table, new, 8 * (from - 1)))
     end
-    need(rec:update(self.g_block_table, new, 8 * (first - 1)))
     local referenced = {}
     for b = first, self.block_count do referenced[#referenced + 1] = blocks[b] end
     return blocks, referenced
@@ -210,7 +211,11 @@ end
 --- Builds G' into the job's blocks from the last tile-row to the first
 --- (tile-row bi writes rows bi * tile .. N - 1 only, its own and their
 --- mirror), so each submission needs only the blocks from its first row on:
---- those allocated first (begin_g). Sets self.g_blocks and the address table.
+--- those allocated first (begin_g). Submissions of about
+--- BUILD_TARGET_SECONDS each, sized from the rate of those before (a tile-row
+--- bi holds the tiles bi .. last of the upper triangle); two in flight, so
+--- their summed GPU seconds (the return value) may count an overlap twice.
+--- Sets self.g_blocks and the address table.
 local function build_g(self, ctx, e, rows_table, builder, g_pending)
     local n, dim, tiling = e.n, e.dim, self.build_tiling
     self.builder = builder
@@ -416,8 +421,10 @@ local function make_job(ctx, e, opts)
     local t_certified = now()
     -- What waits on the driver starts first, each on a thread of its own:
     -- G's allocation and the two pipelines' compiles.
-    local g_pending = begin_g(self, ctx, opts)
+    -- (The builder first: its tiling's checks may refuse the job before any
+    -- of G is allocated.)
     local builder_pending = begin_builder(self, ctx, e, opts)
+    local g_pending = begin_g(self, ctx, opts)
     local step_pending = need(kernel.begin(ctx, GRAM, {
         variant = kernel.variant(GRAM, { layout = opts.layout }),
         defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
