@@ -83,7 +83,7 @@ against_peer() {  # against_peer NAME TABLE STARTS LENGTH: PyTorch direct once, 
 
 seed() {
     SEED=$(npy_table "$SEED_N" 768)
-    DIVGPU_WORKGROUP=$WG pairs seed "$((PAIRS * 15 + 40))" --embeddings "$SEED" --starts "0:$SEED_S" --length "$SEED_N" \
+    DIVGPU_WORKGROUP=$WG pairs seed "$((PAIRS * 16 + 60))" --embeddings "$SEED" --starts "0:$SEED_S" --length "$SEED_N" \
         --pairs "$PAIRS" --method gram
 }
 

@@ -1,8 +1,8 @@
 //! `LuaPending` (`pending`): device objects being made on a thread of their
 //! own (`ctx:begin_pipeline`, `ctx:begin_buffers`), so that a job's set-up
 //! overlaps what would otherwise wait in line: on an H200 the driver took
-//! 0.84 s to compile gram's step kernel and 1.48 s to allocate 64 GiB of G,
-//! each while the host had other set-up to do (bench/RESULTS.md).
+//! 1.14-1.36 s to compile gram's step kernel, while the host had the table
+//! to prepare and upload and G to build (bench/RESULTS.md).
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
