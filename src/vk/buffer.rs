@@ -42,6 +42,43 @@ pub fn copy_regions(src_offset: u64, dst_offset: u64, size: u64, max_region: u64
     regions
 }
 
+/// Out of memory for buffer `name`, of `kind` memory ("device" or "host-visible").
+fn out_of_memory(name: &str, size: u64, kind: &'static str) -> Error {
+    Error::OutOfMemory { what: format!("allocating buffer '{name}' of {size} bytes"), kind }
+}
+
+/// What refuses a buffer before any Vulkan call: an injected fault (tests),
+/// or a size past the largest allocation the driver promises (where
+/// vkAllocateMemory may fail or be refused by the validation layer: said first).
+fn refused_before_allocating(device: &Device, size: u64, name: &str, kind: &'static str) -> Result<()> {
+    if take(Fault::OutOfMemory) {
+        return Err(out_of_memory(name, size, kind));
+    }
+    let largest = device.info.max_memory_allocation_size;
+    if largest > 0 && size > largest {
+        return Err(Error::OutOfMemory {
+            what: format!(
+                "buffer '{name}' of {size} bytes exceeds the largest allocation of device '{}' ({largest} bytes)",
+                device.info.name
+            ),
+            kind,
+        });
+    }
+    Ok(())
+}
+
+/// A storage buffer's usage on `device`: read and written by shaders and
+/// copies, and reached by device address where the device has them.
+fn storage_usage(device: &Device) -> vk::BufferUsageFlags {
+    let usage =
+        vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST;
+    if device.info.buffer_device_address {
+        usage | vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS
+    } else {
+        usage
+    }
+}
+
 pub struct Buffer {
     pub device: Arc<Device>,
     pub raw: vk::Buffer,
@@ -67,24 +104,8 @@ impl Buffer {
         // zero-length scratch buffer must not become a driver error.
         let size = size.max(4);
         let memory = if location == MemoryLocation::GpuOnly { "device" } else { "host-visible" };
-        let out_of_memory =
-            || Error::OutOfMemory { what: format!("allocating buffer '{name}' of {size} bytes"), kind: memory };
-        if take(Fault::OutOfMemory) {
-            return Err(out_of_memory());
-        }
-        // Past the largest allocation the driver promises, vkAllocateMemory
-        // may fail or be refused by the validation layer: say so first.
-        let largest = device.info.max_memory_allocation_size;
-        if largest > 0 && size > largest {
-            return Err(Error::OutOfMemory {
-                what: format!(
-                    "buffer '{name}' of {size} bytes exceeds the largest allocation of device '{}' \
-                     ({largest} bytes)",
-                    device.info.name
-                ),
-                kind: memory,
-            });
-        }
+        let out_of_memory = || out_of_memory(name, size, memory);
+        refused_before_allocating(device, size, name, memory)?;
         let info = vk::BufferCreateInfo::default().size(size).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE);
         let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(|e| match vk_err("vkCreateBuffer")(e) {
             Error::OutOfMemory { .. } => out_of_memory(),
@@ -128,13 +149,7 @@ impl Buffer {
 
     /// A device-local storage buffer of `size` bytes (contents undefined).
     pub fn storage(device: &Arc<Device>, size: u64, name: &str) -> Result<Arc<Buffer>> {
-        let mut usage = vk::BufferUsageFlags::STORAGE_BUFFER
-            | vk::BufferUsageFlags::TRANSFER_SRC
-            | vk::BufferUsageFlags::TRANSFER_DST;
-        if device.info.buffer_device_address {
-            usage |= vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
-        }
-        Ok(Arc::new(Self::create(device, size, usage, MemoryLocation::GpuOnly, name)?))
+        Ok(Arc::new(Self::create(device, size, storage_usage(device), MemoryLocation::GpuOnly, name)?))
     }
 
     /// A device-local storage buffer in memory of its own (vkAllocateMemory,
@@ -145,27 +160,8 @@ impl Buffer {
     pub fn storage_dedicated(device: &Arc<Device>, size: u64, name: &str) -> Result<Arc<Buffer>> {
         device.check_alive()?;
         let size = size.max(4);
-        let out_of_memory =
-            || Error::OutOfMemory { what: format!("allocating buffer '{name}' of {size} bytes"), kind: "device" };
-        if take(Fault::OutOfMemory) {
-            return Err(out_of_memory());
-        }
-        let largest = device.info.max_memory_allocation_size;
-        if largest > 0 && size > largest {
-            return Err(Error::OutOfMemory {
-                what: format!(
-                    "buffer '{name}' of {size} bytes exceeds the largest allocation of device '{}' ({largest} bytes)",
-                    device.info.name
-                ),
-                kind: "device",
-            });
-        }
-        let mut usage = vk::BufferUsageFlags::STORAGE_BUFFER
-            | vk::BufferUsageFlags::TRANSFER_SRC
-            | vk::BufferUsageFlags::TRANSFER_DST;
-        if device.info.buffer_device_address {
-            usage |= vk::BufferUsageFlags::SHADER_DEVICE_ADDRESS;
-        }
+        refused_before_allocating(device, size, name, "device")?;
+        let usage = storage_usage(device);
         let info = vk::BufferCreateInfo::default().size(size).usage(usage).sharing_mode(vk::SharingMode::EXCLUSIVE);
         let raw = unsafe { device.raw.create_buffer(&info, None) }.map_err(vk_err("vkCreateBuffer"))?;
         // From here on, `buffer` owns what was made: an early return frees it.
@@ -197,7 +193,7 @@ impl Buffer {
             allocate = allocate.push_next(&mut address);
         }
         let memory = unsafe { device.raw.allocate_memory(&allocate, None) }.map_err(|e| match vk_err("vkAllocateMemory")(e) {
-            Error::OutOfMemory { .. } => out_of_memory(),
+            Error::OutOfMemory { .. } => out_of_memory(name, size, "device"),
             other => other,
         })?;
         buffer.dedicated = Some(memory);

@@ -143,20 +143,30 @@ impl Recorder {
     }
 
     /// A global memory barrier from compute-shader writes to `dst_access` in `dst_stage`.
-    fn shader_write_barrier(&self, dst_stage: vk::PipelineStageFlags, dst_access: vk::AccessFlags) {
-        let barrier =
-            [vk::MemoryBarrier::default().src_access_mask(vk::AccessFlags::SHADER_WRITE).dst_access_mask(dst_access)];
+    /// One global memory barrier from (stage, access) to (stage, access).
+    fn memory_barrier(
+        &self,
+        src_stage: vk::PipelineStageFlags,
+        src_access: vk::AccessFlags,
+        dst_stage: vk::PipelineStageFlags,
+        dst_access: vk::AccessFlags,
+    ) {
+        let barrier = [vk::MemoryBarrier::default().src_access_mask(src_access).dst_access_mask(dst_access)];
         unsafe {
-            self.device.raw.cmd_pipeline_barrier(
-                self.cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                dst_stage,
-                vk::DependencyFlags::empty(),
-                &barrier,
-                &[],
-                &[],
-            )
+            self.device.raw.cmd_pipeline_barrier(self.cmd, src_stage, dst_stage, vk::DependencyFlags::empty(), &barrier, &[], &[])
         };
+    }
+
+    /// A buffer a recorded copy or update touches stays alive until the
+    /// submission is waited for.
+    fn keep_until_waited(&mut self, buffer: &Arc<Buffer>) {
+        if !self.copied.iter().any(|c| Arc::ptr_eq(c, buffer)) {
+            self.copied.push(buffer.clone());
+        }
+    }
+
+    fn shader_write_barrier(&self, dst_stage: vk::PipelineStageFlags, dst_access: vk::AccessFlags) {
+        self.memory_barrier(vk::PipelineStageFlags::COMPUTE_SHADER, vk::AccessFlags::SHADER_WRITE, dst_stage, dst_access);
     }
 
     /// Orders every earlier shader write before every later shader read/write.
@@ -190,38 +200,12 @@ impl Recorder {
             return Ok(());
         }
         self.ensure_recording()?;
-        let d = &self.device.raw;
-        let before = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)
-            .dst_access_mask(vk::AccessFlags::TRANSFER_WRITE)];
-        let after = [vk::MemoryBarrier::default()
-            .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-            .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
-        unsafe {
-            d.cmd_pipeline_barrier(
-                self.cmd,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::PipelineStageFlags::TRANSFER,
-                vk::DependencyFlags::empty(),
-                &before,
-                &[],
-                &[],
-            );
-            d.cmd_update_buffer(self.cmd, dst.raw, offset, bytes);
-            d.cmd_pipeline_barrier(
-                self.cmd,
-                vk::PipelineStageFlags::TRANSFER,
-                vk::PipelineStageFlags::COMPUTE_SHADER,
-                vk::DependencyFlags::empty(),
-                &after,
-                &[],
-                &[],
-            );
-        }
-        // Kept alive until the submission is waited for, as a copy's buffers are.
-        if !self.copied.iter().any(|c| Arc::ptr_eq(c, dst)) {
-            self.copied.push(dst.clone());
-        }
+        let shader = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
+        let (compute, transfer) = (vk::PipelineStageFlags::COMPUTE_SHADER, vk::PipelineStageFlags::TRANSFER);
+        self.memory_barrier(compute, shader, transfer, vk::AccessFlags::TRANSFER_WRITE);
+        unsafe { self.device.raw.cmd_update_buffer(self.cmd, dst.raw, offset, bytes) };
+        self.memory_barrier(transfer, vk::AccessFlags::TRANSFER_WRITE, compute, shader);
+        self.keep_until_waited(dst);
         Ok(())
     }
 
@@ -274,11 +258,8 @@ impl Recorder {
                 &[],
             )
         };
-        for b in [src, dst] {
-            if !self.copied.iter().any(|c| Arc::ptr_eq(c, b)) {
-                self.copied.push(b.clone());
-            }
-        }
+        self.keep_until_waited(src);
+        self.keep_until_waited(dst);
         Ok(())
     }
 
