@@ -7,11 +7,14 @@
 // the loop order across pairs differs from the baseline shape, never the
 // arithmetic of a pair. Two phases a step (push constant `phase`):
 //
-//   PHASE_SCORES  workgroup (tile x, tile y): candidates j0 .. j0 + TC, sequences
-//                 s0 .. s0 + TS; thread (tx, ty) owns the pairs (s0 + ty + m WY,
-//                 j0 + tx + n WX) as named registers (microtile.glsl); writes, per
-//                 sequence, the tile's best unmasked candidate in the contract's
-//                 order (contract_key, contract_tie_key) to partial[s][tile x].
+//   PHASE_SCORES  a workgroup a tile: candidates j0 .. j0 + TC, sequences
+//                 s0 .. s0 + TS; thread (tx, ty) owns the pairs (s0 + ROW_OF(m),
+//                 j0 + COLUMN_OF(n)), rows and columns in groups of four
+//                 neighbours, as named registers (microtile.glsl); the table's
+//                 and the centroids' slices staged twice over, one barrier a
+//                 slice; writes, per sequence, the tile's best unmasked
+//                 candidate in the contract's order (contract_key,
+//                 contract_tie_key) to partial[s][candidate tile].
 //   PHASE_APPEND  workgroup s: the best of its partials is the winner; it goes
 //                 to the winners ring and the mask, its row of E to the f64
 //                 centroid, and c = (f32) csum to the next step's centers.
@@ -24,7 +27,8 @@
 // its own allocation reached by device address (a table past one storage
 // buffer: 4 GiB on the H200), each block in the layout above.
 // DIVGPU_GEMM_PERTURB (tests' twins): 1 = the append forgets the last tile;
-// 2 = a blocked table's last block is read at the block before it.
+// 2 = a blocked table's last block is read at the block before it; 3 = the
+// two stages never swap.
 #extension GL_GOOGLE_include_directive : require
 #ifdef DIVGPU_TABLE_BLOCKS
 #extension GL_EXT_buffer_reference : require
@@ -107,11 +111,51 @@ layout(std430, set = 0, binding = 6) buffer Partials { uvec2 partial[]; };      
 #include "contract.glsl"
 #include "microtile.glsl"
 
-// The two slices of a stage: centroids [d][sequence], table [d][candidate].
-shared float slice_c[SLICE][TS];
-shared float slice_e[SLICE][TC];
-// A tile's per-thread best, (key, tie) by sequence row and thread column.
-shared uvec2 tile_best[TS][WX];
+// A thread's rows (and columns) come in groups of G_R (G_C) neighbours, read
+// from shared memory as one vector: thread row ty holds local rows
+// (g WY + ty) G_R + i for group g, component i. Each centroid and table value
+// a thread reads per dimension is then one 128-bit load per four pairs'
+// worth, not four scalar loads: the scalar form spent as many issue slots on
+// shared loads as a quarter of its fmas.
+#define G_R (TILE_ROWS < 4 ? TILE_ROWS : 4)
+#define G_C (TILE_COLUMNS < 4 ? TILE_COLUMNS : 4)
+#if TILE_ROWS >= 4
+#define VEC_R vec4
+#elif TILE_ROWS == 2
+#define VEC_R vec2
+#else
+#define VEC_R float
+#endif
+#if TILE_COLUMNS >= 4
+#define VEC_C vec4
+#elif TILE_COLUMNS == 2
+#define VEC_C vec2
+#else
+#define VEC_C float
+#endif
+#if TILE_ROWS == 1
+#define COMP_R(v, i) (v)
+#else
+#define COMP_R(v, i) (v)[i]
+#endif
+#if TILE_COLUMNS == 1
+#define COMP_C(v, i) (v)
+#else
+#define COMP_C(v, i) (v)[i]
+#endif
+const uint GROUPS_R = TS / G_R, GROUPS_C = TC / G_C;     // vectors a slice's dimension
+const uint LOADS_C = (SLICE * GROUPS_R + THREADS - 1u) / THREADS;  // a thread's vectors a stage
+const uint LOADS_E = (SLICE * GROUPS_C + THREADS - 1u) / THREADS;
+
+// Two stages of slices, so one barrier a slice: the next slice is loaded
+// into registers while this one is computed, then stored to the other stage.
+// Centroids [d][sequence group], table [d][candidate group].
+shared VEC_R slice_c[2][SLICE][GROUPS_R];
+shared VEC_C slice_e[2][SLICE][GROUPS_C];
+// A tile's best per sequence row: the least key, then the least tie among
+// the threads holding that key (shared atomics: 8 bytes a row, not a row
+// per thread).
+shared uint row_key[TS], row_tie[TS];
 // PHASE_APPEND's subgroup partials.
 shared uvec2 append_best[THREADS];
 
@@ -129,70 +173,132 @@ uvec2 better(uvec2 a, uvec2 b) {
 const uvec2 NO_CANDIDATE = uvec2(0xffffffffu, 0xffffffffu);
 
 // ---- PHASE_SCORES ----
+// Local row of the thread's pair row m (column n): see G_R above.
+#define ROW_OF(m) (((m) / G_R * WY + ty) * G_R + (m) % G_R)
+#define COLUMN_OF(n) (((n) / G_C * WX + tx) * G_C + (n) % G_C)
 #define DECLARE_ONE(m, n) float acc_##m##_##n = 0.0;
 #define DECLARE_ROW(m) ROW_PAIRS(DECLARE_ONE, m)
-#define LOAD_C(m) const float c_##m = slice_c[d][ty + m * WY];
-#define LOAD_E(n) const float e_##n = slice_e[d][tx + n * WX];
+#define LOAD_C(m) const float c_##m = COMP_R(cg[(m) / G_R], (m) % G_R);
+#define LOAD_E(n) const float e_##n = COMP_C(eg[(n) / G_C], (n) % G_C);
 #define FMA_ONE(m, n) acc_##m##_##n = chain_step(c_##m, e_##n, acc_##m##_##n);
 #define FMA_ROW(m) ROW_PAIRS(FMA_ONE, m)
-// The row's best over this thread's candidates (masked ones and those past N skipped).
+// One dimension d of stage b: every pair's next fma (d ascending: the contract's order).
+#define DIMENSION(b, d) { \
+        VEC_R cg[TILE_ROWS / G_R]; \
+        VEC_C eg[TILE_COLUMNS / G_C]; \
+        [[unroll]] for (uint g = 0u; g < TILE_ROWS / G_R; ++g) cg[g] = slice_c[b][d][g * WY + ty]; \
+        [[unroll]] for (uint g = 0u; g < TILE_COLUMNS / G_C; ++g) eg[g] = slice_e[b][d][g * WX + tx]; \
+        ROWS(LOAD_C) \
+        COLUMNS(LOAD_E) \
+        ROWS(FMA_ROW) \
+    }
+// The row's best over this thread's candidates (masked ones and those past N
+// skipped), then the tile's by the shared atomics.
 #define BEST_ONE(m, n) { \
-        const uint j = j0 + tx + n * WX; \
+        const uint j = j0 + COLUMN_OF(n); \
         if (s < pc.sequences && j < pc.num_items && !is_masked(s, j)) { \
             const uvec2 k = uvec2(contract_key(contract_mul(acc_##m##_##n, inv_norm[j])), contract_tie_key(j)); \
-            best = better(best, k); \
+            best_##m = better(best_##m, k); \
         } \
     }
-#define BEST_ROW(m) { \
-        const uint s = s0 + ty + m * WY; \
-        uvec2 best = NO_CANDIDATE; \
+#define BEST_ROW(m) uvec2 best_##m = NO_CANDIDATE; { \
+        const uint s = s0 + ROW_OF(m); \
         ROW_PAIRS(BEST_ONE, m) \
-        tile_best[ty + m * WY][tx] = best; \
+        atomicMin(row_key[ROW_OF(m)], best_##m.x); \
     }
+#define TIE_ROW(m) if (best_##m.x == row_key[ROW_OF(m)]) atomicMin(row_tie[ROW_OF(m)], best_##m.y);
 
-void stage(uint s0, uint j0, uint d0, uint flat_id) {
-    for (uint e = flat_id; e < TS * SLICE; e += THREADS) {
-        const uint r = e % TS, d = e / TS, s = s0 + r;
-        slice_c[d][r] = (s < pc.sequences && d0 + d < pc.dim) ? centers[(d0 + d) * pc.sequences + s] : 0.0;
-    }
-    for (uint e = flat_id; e < TC * SLICE; e += THREADS) {
+// A thread's share of the slice at d0: whole vectors of neighbouring
+// sequences (centroids) and candidates (table), zeros past the edges. Vector
+// v of a slice: centroids always (and the table by columns) neighbouring
+// threads, neighbouring groups of one dimension, as memory lies; the table by
+// rows neighbouring threads, one candidate group's neighbouring dimensions,
+// so a warp's load touches a few rows, not one row a thread.
+#define C_GROUP(v) ((v) % GROUPS_R)
+#define C_DIM(v) ((v) / GROUPS_R)
 #ifdef DIVGPU_COLUMNS
-        const uint c = e % TC, d = e / TC;   // neighbouring threads, neighbouring candidates
+#define E_GROUP(v) ((v) % GROUPS_C)
+#define E_DIM(v) ((v) / GROUPS_C)
 #else
-        const uint c = e / SLICE, d = e % SLICE;  // neighbouring threads, one row's dimensions
+#define E_GROUP(v) ((v) / SLICE)
+#define E_DIM(v) ((v) % SLICE)
 #endif
-        const uint j = j0 + c;
-        slice_e[d][c] = (j < pc.num_items && d0 + d < pc.dim) ? table_value(j, d0 + d) : 0.0;
+void load_slice(uint s0, uint j0, uint d0, uint flat_id, out VEC_R pre_c[LOADS_C], out VEC_C pre_e[LOADS_E]) {
+    [[unroll]] for (uint k = 0u; k < LOADS_C; ++k) {
+        const uint v = flat_id + k * THREADS, g = C_GROUP(v), d = d0 + C_DIM(v);
+        VEC_R x = VEC_R(0.0);
+        [[unroll]] for (uint i = 0u; i < G_R; ++i) {
+            const uint s = s0 + g * G_R + i;
+            if (v < SLICE * GROUPS_R && s < pc.sequences && d < pc.dim) COMP_R(x, i) = centers[d * pc.sequences + s];
+        }
+        pre_c[k] = x;
+    }
+    [[unroll]] for (uint k = 0u; k < LOADS_E; ++k) {
+        const uint v = flat_id + k * THREADS, g = E_GROUP(v), d = d0 + E_DIM(v);
+        VEC_C x = VEC_C(0.0);
+        [[unroll]] for (uint i = 0u; i < G_C; ++i) {
+            const uint j = j0 + g * G_C + i;
+            if (v < SLICE * GROUPS_C && j < pc.num_items && d < pc.dim) COMP_C(x, i) = table_value(j, d);
+        }
+        pre_e[k] = x;
+    }
+}
+
+void store_slice(uint b, uint flat_id, VEC_R pre_c[LOADS_C], VEC_C pre_e[LOADS_E]) {
+    [[unroll]] for (uint k = 0u; k < LOADS_C; ++k) {
+        const uint v = flat_id + k * THREADS;
+        if (v < SLICE * GROUPS_R) slice_c[b][C_DIM(v)][C_GROUP(v)] = pre_c[k];
+    }
+    [[unroll]] for (uint k = 0u; k < LOADS_E; ++k) {
+        const uint v = flat_id + k * THREADS;
+        if (v < SLICE * GROUPS_C) slice_e[b][E_DIM(v)][E_GROUP(v)] = pre_e[k];
     }
 }
 
 void scores() {
     const uint flat_id = gl_LocalInvocationID.x;
     const uint tx = flat_id % WX, ty = flat_id / WX;
-    const uint j0 = gl_WorkGroupID.x * TC, s0 = gl_WorkGroupID.y * TS;
+    // The dispatch is (candidate tiles) x (sequence tiles); its workgroups are
+    // taken sequence tile fastest, so those resident at once share candidate
+    // tiles and a table past the L2 is read from memory about once a step.
+    const uint flat_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    const uint j0 = flat_group / gl_NumWorkGroups.y * TC, s0 = flat_group % gl_NumWorkGroups.y * TS;
+    for (uint r = flat_id; r < TS; r += THREADS) { row_key[r] = 0xffffffffu; row_tie[r] = 0xffffffffu; }
     ROWS(DECLARE_ROW)
+    VEC_R pre_c[LOADS_C];
+    VEC_C pre_e[LOADS_E];
+    load_slice(s0, j0, 0u, flat_id, pre_c, pre_e);
+    store_slice(0u, flat_id, pre_c, pre_e);
+    // Orders the first slice's writes (and the rows' initial bests) before any thread reads them.
+    barrier();
+    uint b = 0u;
     for (uint d0 = 0u; d0 < pc.dim; d0 += SLICE) {
-        stage(s0, j0, d0, flat_id);
-        // Orders the slices' writes before any thread reads them.
-        barrier();
-        [[unroll]] for (uint d = 0u; d < SLICE; ++d) {
-            if (d0 + d < pc.dim) {  // (uniform) exactly D fmas a chain, d ascending
-                ROWS(LOAD_C)
-                COLUMNS(LOAD_E)
-                ROWS(FMA_ROW)
+        const bool more = d0 + SLICE < pc.dim;
+        if (more) load_slice(s0, j0, d0 + SLICE, flat_id, pre_c, pre_e);  // in flight during the fmas
+        if (d0 + SLICE <= pc.dim) {
+            [[unroll]] for (uint d = 0u; d < SLICE; ++d) DIMENSION(b, d)
+        } else {
+            [[unroll]] for (uint d = 0u; d < SLICE; ++d) {
+                if (d0 + d < pc.dim) DIMENSION(b, d)  // (uniform) exactly D fmas a chain, d ascending
             }
         }
-        // Orders this stage's reads before the next stage overwrites the slices.
+        if (more) store_slice(b ^ 1u, flat_id, pre_c, pre_e);
+        // Orders this slice's reads before the next overwrites its stage, and
+        // the next slice's writes before its reads.
         barrier();
+#if DIVGPU_GEMM_PERTURB != 3
+        b ^= 1u;  // Twin 3: the stages never swap (every slice computed from the first stage).
+#endif
     }
     ROWS(BEST_ROW)
-    // Orders every thread's best before one thread a row folds them.
+    // Orders every thread's least key before the ties among its holders.
+    barrier();
+    ROWS(TIE_ROW)
+    // Orders every tie before one thread a row writes the tile's best.
     barrier();
     if (flat_id < TS) {
         const uint s = s0 + flat_id;
-        uvec2 best = NO_CANDIDATE;
-        for (uint c = 0u; c < WX; ++c) best = better(best, tile_best[flat_id][c]);
-        if (s < pc.sequences) partial[s * pc.tiles + gl_WorkGroupID.x] = best;
+        if (s < pc.sequences) partial[s * pc.tiles + j0 / TC] = uvec2(row_key[flat_id], row_tie[flat_id]);
     }
 }
 

@@ -43,6 +43,17 @@ describe("gemm (the direct method as an exact GEMM) vs CPU mirror", function()
             { tiling = { wx = 4, wy = 8, rows = 4, columns = 1, slice = 4 } })
     end)
 
+    it("the shipped GPU tiling (128 x 128 pairs a tile, vectors of four) on both layouts, and its stages", function()
+        local gpu = require("divgpu.methods.direct_gemm").TILINGS.gpu
+        -- Three candidate tiles (the last short), two sequence tiles (the last short), D past a whole slice.
+        local e = assert(divgpu.synth{ n = 301, dim = 37, clusters = 8, seed = 9 })
+        for _, layout in ipairs{ "columns", "rows" } do
+            assert_identical(e, h.range(0, 150), 10, { tiling = gpu, layout = layout })
+        end
+        -- Twin: the two stages never swap, so each slice after the first is computed from the first's.
+        assert_differs(e, h.range(0, 150), 10, { tiling = gpu, defines = { DIVGPU_GEMM_PERTURB = 3 } })
+    end)
+
     it("exact score ties go to the smallest index", function()
         assert_identical(ties_table(200, 5), h.range(0, 40), 200)
     end)

@@ -64,7 +64,8 @@ local function check_fit(info, tiling)
             info.max_workgroup_invocations))
     end
     local tile_rows = tiling.wy * tiling.rows
-    local shared = 4 * tiling.slice * (tile_rows + tiling.wx * tiling.columns) + 8 * tile_rows * tiling.wx + 8 * threads
+    -- gemm.comp's two stages of slices, a row's key and tie, the append's subgroup bests.
+    local shared = 2 * 4 * tiling.slice * (tile_rows + tiling.wx * tiling.columns) + 8 * tile_rows + 8 * threads
     if shared > info.max_shared_memory then
         fail(string_format("gemm: the tiling needs %d bytes of shared memory; device '%s' has %d", shared,
             info.name, info.max_shared_memory))
