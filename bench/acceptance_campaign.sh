@@ -13,8 +13,12 @@
 #                                               --length 501, 65,536 x 4,096 --length 201)
 #   bash bench/acceptance_campaign.sh big       262,144 x 768 x 4,096 x 257: auto against PyTorch,
 #                                               verify --sample on the mirror; tensor and gemm on 8 steps
+#   bash bench/acceptance_campaign.sh tensor    the tensor filter on tensor cores: each tiling against the plain
+#                                               path bit for bit (and the twin), the products' rate, then
+#                                               262,144 x 768 x 4,096 x 257 against PyTorch, verify --sample
 #   bash bench/acceptance_campaign.sh million   1,048,576 x 384 made here as .npy, 1,024 sequences,
-#                                               --length 101, binary cache, verify --sample, PyTorch beside
+#                                               --length 101, binary cache, the rows layout beside,
+#                                               verify --sample, PyTorch beside
 #   bash bench/acceptance_campaign.sh stall     gram_parity.lua's third check in variants, each under a
 #                                               timeout, a line a chunk (bench/gram_stall_probe.lua)
 #   bash bench/acceptance_campaign.sh variants  the step kernel's forms (uniform barriers, warp-uniform branches) on the
@@ -218,6 +222,25 @@ big() {
         || echo "  big_tensor vs big_gemm_short: DIFFER" | tee -a "$OUT/summary.txt"
 }
 
+tensor() {  # the tensor filter on tensor cores: parity with the plain path, the products' rate, then the big job
+    TILINGS=${TILINGS:-"2,2,2,2 2,2,1,2 2,2,2,1 4,1,1,2"}
+    timeout 150 luajit bench/tensor_paths.lua "synth:$SEED_N:768" "0:$SEED_S" 9 "$TILINGS" 1 \
+        >"$OUT/tensor_paths.jsonl" 2>"$LOGS/tensor_paths.log"
+    echo "  tensor_paths (seed table): exit $?" | tee -a "$OUT/summary.txt"
+    sed 's/^/    /' "$OUT/tensor_paths.jsonl" | tee -a "$OUT/summary.txt"
+    BIG=$(npy_table "$BIG_N" "$BIG_D")
+    timeout 120 luajit bench/tensor_paths.lua "$BIG" "0:$BIG_S" 3 "${BIG_TILINGS:-2,2,2,2}" 0 \
+        >"$OUT/tensor_paths_big.jsonl" 2>"$LOGS/tensor_paths_big.log"
+    echo "  tensor_paths (big table): exit $?" | tee -a "$OUT/summary.txt"
+    sed 's/^/    /' "$OUT/tensor_paths_big.jsonl" | tee -a "$OUT/summary.txt"
+    timed big_tensor timeout "${TENSOR_LIMIT:-150}" bin/divgpu run --embeddings "$BIG" --starts "0:$BIG_S" --length "$BIG_L" \
+        --method tensor --progress-interval 10 --out /tmp/big_tensor.json
+    against_peer big_torch "$BIG" "0:$BIG_S" "$BIG_L" big_tensor
+    timeout 120 bin/divgpu verify --embeddings "$BIG" --cache /tmp/big_tensor.json --sample 16 --seed 20261201 \
+        >"$LOGS/big_verify.out" 2>"$LOGS/big_verify.log"
+    echo "  big_tensor verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
+}
+
 million() {
     t0=$EPOCHREALTIME
     M=$(npy_table "$MILLION_N" 384)
@@ -225,6 +248,11 @@ million() {
         | tee -a "$OUT/summary.txt"
     timed million_run timeout 200 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \
         --out /tmp/million.bin --progress-interval 5
+    # The rows layout (no transpose on the host, loads strided by D) against the default, same bytes.
+    timed million_rows timeout 120 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \
+        --method direct --shape gemm --layout rows --out /tmp/million_rows.bin --progress-interval 5
+    cmp /tmp/million.bin /tmp/million_rows.bin && echo "  million_rows vs million_run: cmp identical" | tee -a "$OUT/summary.txt" \
+        || echo "  million_rows vs million_run: DIFFER" | tee -a "$OUT/summary.txt"
     timed million_verify timeout 120 bin/divgpu verify --embeddings "$M" --cache /tmp/million.bin --sample 16 --seed 20261201
     timed million_convert timeout 60 bin/divgpu convert /tmp/million.bin --out /tmp/million_run.json
     against_peer million_torch "$M" "0:$MILLION_S" 101 million_run
@@ -233,8 +261,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    seed | mid | large | diagnose | parity | real | gemm | big | million | stall | variants | build | gram | direct) ;;
-    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, million, stall, variants, build; gram, direct)" >&2; exit 2 ;;
+    seed | mid | large | diagnose | parity | real | gemm | big | tensor | million | stall | variants | build | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, tensor, million, stall, variants, build; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"

@@ -1,17 +1,31 @@
 -- The tensor filter's two products paths on one device (an H200 campaign
 -- item): the plain shader and the cooperative-matrix kernel must compute the
--- same integers, so the same approximations rounded down (a_low) and the same
--- tile minima, bit for bit; then whole runs of both, their times, the
--- products' rate in useful int8 multiply-adds (6 slice products a pair), and
--- both outputs against each other.
---   luajit bench/tensor_paths.lua TABLE STARTS LENGTH      (TABLE: a file, or synth:N:D)
+-- same integers, so the same approximations rounded down (a_low), bit for
+-- bit, and the same winners; the twin (A_4 without p_2 q_2) must differ.
+-- Then each tiling's products alone, timed (useful int8 multiply-adds: 6
+-- slice products a pair, D each), and whole runs of the paths, their outputs
+-- against each other.
+--   luajit bench/tensor_paths.lua TABLE STARTS LENGTH [TILINGS] [PLAIN_RUNS]
+-- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc ..." (default: the
+-- shipped one). PLAIN_RUNS: whole runs of the plain path (default 1; 0 on
+-- tables where it takes minutes).
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
 local tensor = require "divgpu.methods.tensor"
 
 local spec, range, length = arg[1], arg[2], tonumber(arg[3])
-assert(spec and range and length, "usage: tensor_paths.lua TABLE A:B LENGTH")
+assert(spec and range and length, "usage: tensor_paths.lua TABLE A:B LENGTH [TILINGS] [PLAIN_RUNS]")
+local plain_runs = tonumber(arg[5] or "1")
+local tilings = {}
+for w in (arg[4] or ""):gmatch("%S+") do
+    local wr, wc, fr, fc = w:match("^(%d+),(%d+),(%d+),(%d+)$")
+    assert(wr, "a tiling is wr,wc,fr,fc: " .. w)
+    tilings[#tilings + 1] = { wr = tonumber(wr), wc = tonumber(wc), fr = tonumber(fr), fc = tonumber(fc) }
+end
+if #tilings == 0 then tilings[1] = tensor.COOPMAT_TILING end
+local function name_of(t) return string.format("%d,%d,%d,%d", t.wr, t.wc, t.fr, t.fc) end
+
 local e
 do
     local n, d = spec:match("^synth:(%d+):(%d+)$")
@@ -26,35 +40,82 @@ if not tensor.has_coopmat(ctx) then
     print(string.format('{"error": "device %s has no int8 16 x 16 x 32 cooperative matrices"}', ctx.info.name))
     os.exit(1)
 end
-
--- One step's products on both paths, from the same centroids.
-local plain, cm = assert(tensor.job(ctx, e)), assert(tensor.job(ctx, e, { coopmat = true }))
 local ring = 8
-local bp, bc = assert(plain:batch(starts, ring, 1)), assert(cm:batch(starts, ring, 1))
-bp:record(1, 1)
-bp:submit()
-bp:wait()
-bc:record(1, 1)
-bc:submit()
-bc:wait()
-local lp, lc = assert(bp.buffers.a_low:read("f32")), assert(bc.buffers.a_low:read("f32"))
-local differ = 0
-for i = 1, #lp do if lp[i] ~= lc[i] then differ = differ + 1 end end
-local wp, wc = bp:winners(), bc:winners()
-local winners_differ = 0
-for i = 1, #starts do if wp[(i - 1) * ring + 2] ~= wc[(i - 1) * ring + 2] then winners_differ = winners_differ + 1 end end
-print(string.format('{"check": "step 1, plain against cooperative matrices", "a_low_values": %d, "a_low_differ": %d, '
-    .. '"winners_differ": %d}', #lp, differ, winners_differ))
+local step_macs = 6 * (b - a) * e.n * e.dim
 
--- Whole runs.
+-- Step 1 of a job; its batch (for a_low and the winners).
+local function step_one(job)
+    local batch = assert(job:batch(starts, ring, 1))
+    assert(batch:record(1, 1))
+    assert(batch:submit())
+    assert(batch:wait())
+    return batch
+end
+
+-- The products alone, `repeats` times in one submission: GPU seconds each.
+local function products_seconds(batch, repeats)
+    local rec = assert(ctx:recorder())
+    for _ = 1, repeats do assert(batch:record_products(rec)) end
+    assert(rec:submit())
+    local gpu = assert(rec:wait())
+    return gpu / repeats
+end
+
+local plain = assert(tensor.job(ctx, e, { coopmat = false }))
+local bp = step_one(plain)
+local lp, wp = assert(bp.buffers.a_low:read("f32")), bp:winners()
+local function against_plain(label, job)
+    local bc = step_one(job)
+    local lc, wc = assert(bc.buffers.a_low:read("f32")), bc:winners()
+    local differ, winners_differ = 0, 0
+    for i = 1, #lp do if lp[i] ~= lc[i] then differ = differ + 1 end end
+    for i = 1, #starts do if wp[(i - 1) * ring + 2] ~= wc[(i - 1) * ring + 2] then winners_differ = winners_differ + 1 end end
+    print(string.format('{"check": "step 1, plain against %s", "a_low_values": %d, "a_low_differ": %d, '
+        .. '"winners_differ": %d}', label, #lp, differ, winners_differ))
+    io.stdout:flush()
+    return bc
+end
+
+local jobs, batches = {}, {}
+for i, t in ipairs(tilings) do
+    jobs[i] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t }))
+    batches[i] = against_plain("cooperative matrices " .. name_of(t), jobs[i])
+end
+-- The twin: the check above must see a wrong product.
+against_plain("the twin (A_4 without p_2 q_2; must differ)",
+    assert(tensor.job(ctx, e, { coopmat = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })))
+
+-- The products alone, each tiling in turn, three rounds (and the plain path once).
+local plain_products = products_seconds(bp, 1)
+print(string.format('{"products": "plain", "gpu_seconds": %.6f, "useful_int8_tops": %.2f}', plain_products,
+    2 * step_macs / plain_products / 1e12))
+for round = 1, 3 do
+    for i, t in ipairs(tilings) do
+        local s = products_seconds(batches[i], 20)
+        print(string.format('{"products": "coopmat %s", "round": %d, "gpu_seconds": %.6f, "useful_int8_tops": %.2f}',
+            name_of(t), round, s, 2 * step_macs / s / 1e12))
+        io.stdout:flush()
+    end
+end
+
+-- Whole runs: the plain path (PLAIN_RUNS times) and the first tiling, then both outputs.
 local results = {}
-for _, path in ipairs{ { "plain", plain }, { "coopmat", cm }, { "plain", plain }, { "coopmat", cm } } do
+local runs = {}
+for _ = 1, plain_runs do runs[#runs + 1] = { "plain", plain } end
+runs[#runs + 1] = { "coopmat " .. name_of(tilings[1]), jobs[1] }
+runs[#runs + 1] = { "coopmat " .. name_of(tilings[1]), jobs[1] }
+for _, path in ipairs(runs) do
     local out, stats = assert(driver.run{ ctx = ctx, job = path[2], embeddings = e, starts = starts, length = length })
-    local macs = 6 * (b - a) * (length - 1) * e.n * e.dim
+    local macs = step_macs * (length - 1)
     print(string.format('{"path": "%s", "gpu_seconds": %.4f, "wall_seconds": %.4f, "useful_int8_macs": %.4g, '
-        .. '"mean_window": %.3f, "windows_of_one": %.4f}', path[1], stats.gpu_seconds, stats.wall_seconds, macs,
-        stats.tensor.window_total / stats.tensor.steps, stats.tensor.window_ones / stats.tensor.steps))
+        .. '"mean_window": %.3f, "windows_of_one": %.4f, "fallbacks": %d}', path[1], stats.gpu_seconds,
+        stats.wall_seconds, macs, stats.tensor.window_total / stats.tensor.steps,
+        stats.tensor.window_ones / stats.tensor.steps, stats.tensor.fallbacks or -1))
+    io.stdout:flush()
     results[#results + 1] = out
 end
-local d = divgpu.first_difference(results[1], results[2], length)
-print(string.format('{"outputs": "%s"}', d and ("differ at row " .. d.row .. " step " .. d.step) or "identical"))
+for i = 2, #results do
+    local d = divgpu.first_difference(results[1], results[i], length)
+    print(string.format('{"outputs": "run 1 against run %d: %s"}', i,
+        d and ("differ at row " .. d.row .. " step " .. d.step) or "identical"))
+end

@@ -2,12 +2,20 @@
 // The tensor filter's products phase on tensor cores (VK_KHR_cooperative_matrix,
 // int8 x int8 -> int32, 16 x 16 x 32): the same integers A_2, A_3, A_4 as
 // tensor.comp's plain PHASE_PRODUCTS (shaders/tensor.md section 2: int32 sums
-// of int8 products are exact in any order), so the same â, a_low and tile
-// minima. A workgroup of four subgroups takes 16 sequences x 64 candidates;
-// each subgroup 16 x 16, six MulAdds a 32-dimension step. The slices are the
-// same buffers as tensor.comp's, read here as int8 arrays (four int8 a u32,
-// little-endian), rows padded to a multiple of 32 bytes, sequences and
-// candidates to multiples of 16 (lua/divgpu/tensor.lua allocates them so).
+// of int8 products are exact in any order), so the same â, a_low and, over
+// the tiles, the same minima.
+//
+// A workgroup takes TILE_S sequences x TILE_C candidates: CM_WR x CM_WC
+// subgroups, each CM_FR x CM_FC blocks of 16 x 16 pairs (three accumulators a
+// block: A_2, A_3, A_4). Each 32-byte step of the slices is staged in shared
+// memory, twice over (the next step loaded into registers during this one's
+// products, one barrier a step), so a centroid's slices serve TILE_C
+// candidates and a table row's TILE_S sequences from shared memory, not from
+// the L2 a subgroup at a time. The slices are the same buffers as
+// tensor.comp's, read here as 16-byte vectors (four int8 a u32, little-endian),
+// rows padded to a multiple of 32 bytes, sequences and candidates to multiples
+// of 16 (lua/divgpu/tensor.lua allocates them so); rows past the padding are
+// staged as zeros.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
@@ -15,9 +23,24 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 
-layout(local_size_x = 128) in;
-const uint M = 16u, N = 16u, K = 32u, SUBGROUPS = 4u;
-const uint TILE_S = M, TILE_C = N * SUBGROUPS;   // 16 sequences x 64 candidates
+// DIVGPU_COOPMAT_PERTURB = 1 (the campaign's twin): A_4 without p_2 q_2.
+#ifndef DIVGPU_COOPMAT_PERTURB
+#define DIVGPU_COOPMAT_PERTURB 0
+#endif
+#ifndef CM_WR
+#define CM_WR 2   // subgroups along the sequences
+#define CM_WC 2   // subgroups along the candidates
+#define CM_FR 2   // 16-row blocks a subgroup
+#define CM_FC 2   // 16-column blocks a subgroup
+#endif
+// The subgroups' scratch (below) lies in stage 0.
+#if CM_WR * CM_WC * 192 > 9 * 16 * (CM_WR * CM_FR + CM_WC * CM_FC)
+#error "tensor_coopmat: the subgroups' scratch does not fit in a stage"
+#endif
+const uint M = 16u, N = 16u, K = 32u;
+const uint SUBGROUPS = CM_WR * CM_WC, THREADS = SUBGROUPS * 32u;
+const uint TILE_S = CM_WR * CM_FR * M, TILE_C = CM_WC * CM_FC * N;
+layout(local_size_x = THREADS) in;
 
 layout(push_constant) uniform Push {
     uint num_items;   // N
@@ -25,13 +48,13 @@ layout(push_constant) uniform Push {
     uint row_bytes;   // a slice row: ceil(D / 32) * 32 bytes
     uint seq_rows;    // S padded to a multiple of 16
     uint item_rows;   // N padded to a multiple of 16
-    uint tiles;       // ceil(N / 64): the partials a sequence has
+    uint tiles;       // ceil(N / TILE_C): the partials a sequence has
 } pc;
 
 layout(std430, set = 0, binding = 0) readonly buffer InvNorm { float inv_norm[]; };
-layout(std430, set = 0, binding = 1) readonly buffer TableSlices { int8_t table_slice[]; };       // [3][item_rows][row_bytes]
+layout(std430, set = 0, binding = 1) readonly buffer TableSlices { uvec4 table_slice[]; };       // [3][item_rows][row_bytes]
 layout(std430, set = 0, binding = 2) readonly buffer Exponents { int table_exponent[]; };
-layout(std430, set = 0, binding = 3) readonly buffer CentroidSlices { int8_t centroid_slice[]; }; // [3][seq_rows][row_bytes]
+layout(std430, set = 0, binding = 3) readonly buffer CentroidSlices { uvec4 centroid_slice[]; }; // [3][seq_rows][row_bytes]
 layout(std430, set = 0, binding = 4) readonly buffer Masks { uint mask[]; };
 layout(std430, set = 0, binding = 5) readonly buffer StateF64 { double state_f64[]; };            // [S][4]
 layout(std430, set = 0, binding = 6) writeonly buffer ALow { float a_low[]; };
@@ -42,9 +65,21 @@ const uint F_EXPONENT = 1u, STATE_F64 = 4u;
 #define INF uint64BitsToDouble(0x7ff0000000000000ul)
 #define INDEX_NONE 0xffffffffu
 
-shared int sums[SUBGROUPS][3][M * N];   // A_2, A_3, A_4 of each subgroup's 16 x 16 pairs
-shared double row_a1[TILE_S][8], row_a2[TILE_S][8];
-shared uint row_j1[TILE_S][8];
+// A staged row: a 32-byte step of one slice (two vectors) and one vector of
+// padding, so the 16 rows a matrix load reads fall in distinct banks.
+const uint ROW = 3u;
+const uint A_ROWS = 3u * TILE_S, B_ROWS = 3u * TILE_C;      // [slice][row] of the centroids, then the table
+const uint STAGE = (A_ROWS + B_ROWS) * ROW;                  // vectors a stage
+const uint LOADS = ((A_ROWS + B_ROWS) * 2u + THREADS - 1u) / THREADS;  // a thread's vectors a step
+shared uvec4 stage[2][STAGE];
+// A subgroup's three 16 x 16 int32 sums, stored from its accumulators for the
+// f64 combine (in stage 0, after the last step: 192 vectors a subgroup).
+const uint SCRATCH = 3u * M * N / 4u;
+// A tile row's two smallest â and the index of the smallest, per
+// (subgroup column, half of a 16-column block: `side`).
+const uint PARTS = CM_WC * 2u;
+shared double row_a1[TILE_S][PARTS], row_a2[TILE_S][PARTS];
+shared uint row_j1[TILE_S][PARTS];
 
 uint words32() { return (pc.num_items + 31u) / 32u; }
 
@@ -60,79 +95,157 @@ float round_down(double x) {
     return f;
 }
 
+// Staged vector v of the step at byte k0: row v / 2 of the stage (the
+// centroids' slices, then the table's), vector v % 2 of its 32 bytes.
+void load_step(uint s0, uint c0, uint k0, out uvec4 pre[LOADS]) {
+    const uint vectors = pc.row_bytes / 16u, k = k0 / 16u;
+    [[unroll]] for (uint l = 0u; l < LOADS; ++l) {
+        const uint v = gl_LocalInvocationID.x + l * THREADS, row = v / 2u, w = v % 2u;
+        uvec4 x = uvec4(0u);
+        if (row < A_ROWS) {
+            const uint slice = row / TILE_S, s = s0 + row % TILE_S;
+            if (s < pc.seq_rows) x = centroid_slice[(slice * pc.seq_rows + s) * vectors + k + w];
+        } else if (row < A_ROWS + B_ROWS) {
+            const uint slice = (row - A_ROWS) / TILE_C, c = c0 + (row - A_ROWS) % TILE_C;
+            if (c < pc.item_rows) x = table_slice[(slice * pc.item_rows + c) * vectors + k + w];
+        }
+        pre[l] = x;
+    }
+}
+
+void store_step(uint b, uvec4 pre[LOADS]) {
+    [[unroll]] for (uint l = 0u; l < LOADS; ++l) {
+        const uint v = gl_LocalInvocationID.x + l * THREADS;
+        if (v < (A_ROWS + B_ROWS) * 2u) stage[b][v / 2u * ROW + v % 2u] = pre[l];
+    }
+}
+
+#define ACC coopmat<int32_t, gl_ScopeSubgroup, M, N, gl_MatrixUseAccumulator>
+#define MAT_A coopmat<int8_t, gl_ScopeSubgroup, M, K, gl_MatrixUseA>
+#define MAT_B coopmat<int8_t, gl_ScopeSubgroup, K, N, gl_MatrixUseB>
+
 void main() {
-    const uint g = gl_SubgroupID, tid = gl_LocalInvocationID.x;
-    const uint s0 = gl_WorkGroupID.y * TILE_S, c0 = gl_WorkGroupID.x * TILE_C + g * N;
-    const uint splane = pc.seq_rows * pc.row_bytes, tplane = pc.item_rows * pc.row_bytes;
-    coopmat<int32_t, gl_ScopeSubgroup, M, N, gl_MatrixUseAccumulator> a2 =
-        coopmat<int32_t, gl_ScopeSubgroup, M, N, gl_MatrixUseAccumulator>(0);
-    coopmat<int32_t, gl_ScopeSubgroup, M, N, gl_MatrixUseAccumulator> a3 = a2, a4 = a2;
-    if (c0 < pc.item_rows) {  // (uniform in the subgroup) a subgroup past the padded table has nothing to do
-        for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) {
-            coopmat<int8_t, gl_ScopeSubgroup, M, K, gl_MatrixUseA> p1, p2, p3;
-            coopmat<int8_t, gl_ScopeSubgroup, K, N, gl_MatrixUseB> q1, q2, q3;
-            const uint ca = s0 * pc.row_bytes + k0, cb = c0 * pc.row_bytes + k0;
-            coopMatLoad(p1, centroid_slice, ca, pc.row_bytes, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(p2, centroid_slice, splane + ca, pc.row_bytes, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(p3, centroid_slice, 2u * splane + ca, pc.row_bytes, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(q1, table_slice, cb, pc.row_bytes, gl_CooperativeMatrixLayoutColumnMajor);
-            coopMatLoad(q2, table_slice, tplane + cb, pc.row_bytes, gl_CooperativeMatrixLayoutColumnMajor);
-            coopMatLoad(q3, table_slice, 2u * tplane + cb, pc.row_bytes, gl_CooperativeMatrixLayoutColumnMajor);
-            a2 = coopMatMulAdd(p1, q1, a2);
-            a3 = coopMatMulAdd(p1, q2, a3);
-            a3 = coopMatMulAdd(p2, q1, a3);
-            a4 = coopMatMulAdd(p1, q3, a4);
-            a4 = coopMatMulAdd(p3, q1, a4);
-            a4 = coopMatMulAdd(p2, q2, a4);
-        }
+    const uint g = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
+    const uint wr = g / CM_WC, wc = g % CM_WC;
+    // Workgroups taken sequence tile fastest: those resident at once share a
+    // tile of the table, which is then read from memory about once a step.
+    const uint linear_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    const uint tile = linear_group / gl_NumWorkGroups.y;
+    const uint s0 = linear_group % gl_NumWorkGroups.y * TILE_S, c0 = tile * TILE_C;
+    ACC a2[CM_FR * CM_FC], a3[CM_FR * CM_FC], a4[CM_FR * CM_FC];
+    [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) {
+        a2[i] = ACC(0);
+        a3[i] = ACC(0);
+        a4[i] = ACC(0);
     }
-    coopMatStore(a2, sums[g][0], 0, N, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatStore(a3, sums[g][1], 0, N, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatStore(a4, sums[g][2], 0, N, gl_CooperativeMatrixLayoutRowMajor);
-    // Orders the subgroups' sums before every thread reads them.
+    uvec4 pre[LOADS];
+    load_step(s0, c0, 0u, pre);
+    store_step(0u, pre);
+    // Orders the first step's stage before any subgroup reads it.
     barrier();
-    // Thread t: sequence row t / 8 of the tile, candidates (t % 8) * 8 .. + 8.
-    const uint r = tid / 8u, part = tid % 8u, s = s0 + r;
-    double best1 = INF, best2 = INF;
-    uint best_j = INDEX_NONE;
-    const int ce = s < pc.sequences ? int(state_f64[s * STATE_F64 + F_EXPONENT]) : 0;
-    for (uint k = 0u; k < 8u; ++k) {
-        const uint c = part * 8u + k, j = gl_WorkGroupID.x * TILE_C + c;
-        if (s >= pc.sequences || j >= pc.num_items) continue;
-        double a = INF;
-        if (!is_masked(s, j)) {
-            const uint sg = c / N, at = r * N + c % N;
-            const double t = double(sums[sg][0][at]) * (1.0lf / 16384.0lf) + double(sums[sg][1][at]) * (1.0lf / 2097152.0lf)
-                           + double(sums[sg][2][at]) * (1.0lf / 268435456.0lf);
-            a = ldexp(t, ce + table_exponent[j]) * double(inv_norm[j]);
+    uint b = 0u;
+    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) {
+        const bool more = k0 + K < pc.row_bytes;
+        if (more) load_step(s0, c0, k0 + K, pre);  // in flight during the products
+        MAT_A p1[CM_FR], p2[CM_FR], p3[CM_FR];
+        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+            const uint r = (wr * CM_FR + fr) * M;
+            coopMatLoad(p1[fr], stage[b], r * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(p2[fr], stage[b], (TILE_S + r) * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(p3[fr], stage[b], (2u * TILE_S + r) * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
         }
-        a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
-        if (a < best1) {
-            best2 = best1;
-            best1 = a;
-            best_j = j;
-        } else if (a < best2) {
-            best2 = a;
-        }
-    }
-    row_a1[r][part] = best1;
-    row_a2[r][part] = best2;
-    row_j1[r][part] = best_j;
-    // Orders the threads' minima before one thread a row folds them.
-    barrier();
-    if (part == 0u && s < pc.sequences) {
-        double a1 = INF, a2v = INF;
-        uint j1 = INDEX_NONE;
-        for (uint k = 0u; k < 8u; ++k) {
-            if (row_a1[r][k] < a1) {
-                a2v = min(a1, row_a2[r][k]);
-                a1 = row_a1[r][k];
-                j1 = row_j1[r][k];
-            } else {
-                a2v = min(a2v, row_a1[r][k]);
+        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+            const uint c = A_ROWS + (wc * CM_FC + fc) * N;
+            MAT_B q1, q2, q3;
+            coopMatLoad(q1, stage[b], c * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+            coopMatLoad(q2, stage[b], (TILE_C + c) * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+            coopMatLoad(q3, stage[b], (2u * TILE_C + c) * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+            [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+                const uint i = fr * CM_FC + fc;
+                a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]);
+                a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]);
+                a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
+                a4[i] = coopMatMulAdd(p1[fr], q3, a4[i]);
+                a4[i] = coopMatMulAdd(p3[fr], q1, a4[i]);
+#if DIVGPU_COOPMAT_PERTURB != 1
+                a4[i] = coopMatMulAdd(p2[fr], q2, a4[i]);
+#endif
             }
         }
-        partial_a[s * pc.tiles + gl_WorkGroupID.x] = dvec2(a1, a2v);
-        partial_j[s * pc.tiles + gl_WorkGroupID.x] = j1;
+        if (more) store_step(b ^ 1u, pre);
+        // Orders this step's reads before the next overwrites its stage, and
+        // the next step's stage before its reads.
+        barrier();
+        b ^= 1u;
+    }
+
+    // The combine (tensor.md section 2), a 16 x 16 block at a time through the
+    // subgroup's scratch: lane l takes row l / 2, columns (l % 2) * 8 .. + 8.
+    const uint scratch = g * SCRATCH, rr = lane / 2u, side = lane % 2u;
+    double best1[CM_FR], best2[CM_FR];
+    uint best_j[CM_FR];
+    [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+        best1[fr] = INF;
+        best2[fr] = INF;
+        best_j[fr] = INDEX_NONE;
+        const uint s = s0 + (wr * CM_FR + fr) * M + rr;
+        const int ce = s < pc.sequences ? int(state_f64[s * STATE_F64 + F_EXPONENT]) : 0;
+        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+            const uint i = fr * CM_FC + fc;
+            coopMatStore(a2[i], stage[0], scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(a3[i], stage[0], scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(a4[i], stage[0], scratch + M * N / 2u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            // Orders the subgroup's stores before its lanes read them.
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            const uint at = scratch + rr * (N / 4u) + side * 2u;
+            const uvec4 x2[2] = { stage[0][at], stage[0][at + 1u] };
+            const uvec4 x3[2] = { stage[0][at + M * N / 4u], stage[0][at + M * N / 4u + 1u] };
+            const uvec4 x4[2] = { stage[0][at + M * N / 2u], stage[0][at + M * N / 2u + 1u] };
+            // Orders the lanes' reads before the next block's stores.
+            subgroupBarrier();
+            [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+                const uint j = c0 + (wc * CM_FC + fc) * N + side * 8u + e;
+                if (s >= pc.sequences || j >= pc.num_items) continue;
+                double a = INF;
+                if (!is_masked(s, j)) {
+                    const double t = double(int(x2[e / 4u][e % 4u])) * (1.0lf / 16384.0lf)
+                                   + double(int(x3[e / 4u][e % 4u])) * (1.0lf / 2097152.0lf)
+                                   + double(int(x4[e / 4u][e % 4u])) * (1.0lf / 268435456.0lf);
+                    a = ldexp(t, ce + table_exponent[j]) * double(inv_norm[j]);
+                }
+                a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
+                if (a < best1[fr]) {  // j ascending within a lane: the first of equal â is the least j
+                    best2[fr] = best1[fr];
+                    best1[fr] = a;
+                    best_j[fr] = j;
+                } else if (a < best2[fr]) {
+                    best2[fr] = a;
+                }
+            }
+        }
+        const uint r = (wr * CM_FR + fr) * M + rr, part = wc * 2u + side;
+        row_a1[r][part] = best1[fr];
+        row_a2[r][part] = best2[fr];
+        row_j1[r][part] = best_j[fr];
+    }
+    // Orders the parts' minima before one thread a row folds them.
+    barrier();
+    if (tid < TILE_S && s0 + tid < pc.sequences) {
+        double a1 = INF, a2v = INF;
+        uint j1 = INDEX_NONE;
+        for (uint p = 0u; p < PARTS; ++p) {
+            const double x = row_a1[tid][p];
+            // The parts interleave their columns: of equal â, the least j.
+            if (x < a1 || (x == a1 && row_j1[tid][p] < j1)) {
+                a2v = min(a1, row_a2[tid][p]);
+                a1 = x;
+                j1 = row_j1[tid][p];
+            } else {
+                a2v = min(a2v, x);
+            }
+        }
+        partial_a[(s0 + tid) * pc.tiles + tile] = dvec2(a1, a2v);
+        partial_j[(s0 + tid) * pc.tiles + tile] = j1;
     }
 }

@@ -1,11 +1,11 @@
 -- The tensor filter's products on tensor cores (shaders/tensor_coopmat.comp,
 -- VK_KHR_cooperative_matrix int8 16 x 16 x 32 into int32): the same integers
--- as tensor.comp's products phase, 16 sequences x 64 candidates a workgroup.
+-- as tensor.comp's products phase, a tile of sequences x candidates a
+-- workgroup (its tiling: lua/divgpu/methods/tensor.lua's COOPMAT_TILING).
 -- A kernel of the tensor method's job, not a method of its own.
 return {
     bindings = { "inv_norm", "table_slices", "exponents", "centroid_slices", "masks", "state_f64", "a_low",
                  "partials", "partial_index" },
     push = { "num_items", "sequences", "row_bytes", "seq_rows", "item_rows", "tiles" },
     constants = {},
-    tile_sequences = 16, tile_candidates = 64,
 }

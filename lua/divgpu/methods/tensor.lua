@@ -45,6 +45,10 @@ local WINDOW_TOTAL, WINDOW_ONES = TENSOR.state.S_WINDOW_TOTAL + 1, TENSOR.state.
 local FALLBACKS, WINDOW_MAX = TENSOR.state.S_FALLBACKS + 1, TENSOR.state.S_WINDOW_MAX + 1
 local HIST_FIRST, HIST_BINS = TENSOR.state.S_HIST, TENSOR.state.HIST_BINS
 
+-- The products' tiling on tensor cores (tensor_coopmat.comp): wr x wc
+-- subgroups a workgroup, each fr x fc blocks of 16 x 16 pairs.
+_M.COOPMAT_TILING = { wr = 2, wc = 2, fr = 2, fc = 2 }
+
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
 function _M.has_coopmat(ctx)
     local info = ctx.info
@@ -124,8 +128,21 @@ local function make_job(ctx, e, opts)
         constants = { workgroup_size = wg, max_dim = e.dim, window_capacity = capacity, subgroup_slots = subgroup_slots },
     }))
     if opts.coopmat then
-        self.coopmat = need(kernel.new(ctx, COOPMAT, { name = "tensor_coopmat" }))
-        self.tiles = ceil(e.n / COOPMAT.tile_candidates)
+        local t = opts.coopmat_tiling or _M.COOPMAT_TILING
+        self.coopmat_tile = { sequences = t.wr * t.fr * 16, candidates = t.wc * t.fc * 16 }
+        local threads = t.wr * t.wc * 32
+        -- tensor_coopmat.comp's two stages of 48-byte rows, and its rows' minima.
+        local shared_bytes = 2 * 3 * (self.coopmat_tile.sequences + self.coopmat_tile.candidates) * 48
+            + self.coopmat_tile.sequences * t.wc * 2 * 20
+        if threads > info.max_workgroup_invocations or shared_bytes > info.max_shared_memory then
+            fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d needs %d threads and %d bytes of "
+                .. "shared memory; device '%s' allows %d and %d", t.wr, t.wc, t.fr, t.fc, threads, shared_bytes,
+                info.name, info.max_workgroup_invocations, info.max_shared_memory))
+        end
+        local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc },
+            opts.coopmat_defines)
+        self.coopmat = need(kernel.new(ctx, COOPMAT, { name = "tensor_coopmat", defines = next(defines) and defines or nil }))
+        self.tiles = ceil(e.n / self.coopmat_tile.candidates)
     end
     return self
 end
@@ -134,8 +151,12 @@ end
 ---   workgroup_size   threads a workgroup (default the device's, as gram)
 ---   window_capacity  largest window rescored without the fallback (default: the workgroup size)
 ---   defines, spirv   a variant of tensor.comp (the instrumented build, twins)
----   coopmat          true: the products on tensor cores (tensor_coopmat.comp); misuse
----                    on a device without them or with the instrumented build
+---   coopmat          the products on tensor cores (tensor_coopmat.comp): true (misuse on
+---                    a device without them or with the instrumented build), false (the
+---                    plain shader), nil (default: tensor cores where the device has them
+---                    and the job asks for no variant of tensor.comp)
+---   coopmat_tiling   { wr, wc, fr, fc } (bench: the products' tiling; default COOPMAT_TILING)
+---   coopmat_defines  a variant of tensor_coopmat.comp (DIVGPU_COOPMAT_PERTURB = 1: the twin)
 ---   exact_underflow  false: no exact underflow path (tests)
 function _M.job(ctx, e, opts)
     opts = opts or {}
@@ -147,6 +168,12 @@ function _M.job(ctx, e, opts)
         if opts.defines and opts.defines.DIVGPU_TENSOR_CHECK then
             error("tensor.job: the instrumented build runs the plain products only", 2)
         end
+    end
+    if opts.coopmat == nil then
+        local copy = {}
+        for k, v in pairs(opts) do copy[k] = v end
+        copy.coopmat = _M.has_coopmat(ctx) and not opts.defines and not opts.spirv
+        opts = copy
     end
     return catch(make_job, ctx, e, opts)
 end
@@ -209,10 +236,24 @@ local function record_products(self, rec, push)
     if job.coopmat then
         return job.coopmat:dispatch(rec, self.coopmat_group, { num_items = job.n, sequences = self.count,
             row_bytes = job.words * 4, seq_rows = push.seq_rows, item_rows = job.item_rows, tiles = job.tiles },
-            job.tiles, ceil(self.count / COOPMAT.tile_sequences))
+            job.tiles, ceil(self.count / job.coopmat_tile.sequences))
     end
     push.phase = PHASE.products
     return job.kernel:dispatch(rec, self.group, push, job.tiles, self.count)
+end
+
+--- Records the current step's products alone on `rec` (bench/tensor_paths.lua
+--- times them): the slices of the step last recorded are read again, and
+--- a_low and the tile minima written again with the same values. true, or nil, err.
+function Batch:record_products(rec)
+    local job = self.job
+    return catch(function()
+        need(record_products(self, rec, { num_items = job.n, dim = job.dim, step = 1, ring = self.ring, sequences = self.count,
+            tiles = job.tiles, words = job.words, seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }))
+        -- Orders each repetition's writes before the next.
+        need(rec:barrier())
+        return true
+    end)
 end
 
 --- Records steps first .. first+count-1 on `rec`: per step the slices, the
