@@ -255,7 +255,8 @@ local function initial_stats(lanes, reasons, jobs_seconds, batches, batch_size)
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size, sequences = 0,
                     workgroup_size = first.workgroup_size, chunk_sizes = {}, method = first.method or "direct",
                     shape = first.shape,  -- the direct method's (nil for the others)
-                    method_reason = reasons[1], underflow = first.underflow_note, devices = {},
+                    method_reason = reasons[1], underflow = first.underflow_note, products = first.products_note,
+                    devices = {},
                     -- Where the wall time went on the CPU's side: making the jobs
                     -- (tables uploaded, G built), making batches, blocked waiting.
                     jobs_seconds = jobs_seconds, batch_setup_seconds = 0, wait_seconds = 0 }

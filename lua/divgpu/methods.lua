@@ -11,7 +11,8 @@
 --                       table ({sequences, memory_budget})?
 --   job(ctx, e, opts)   a job, or nil, err; job:max_batch(ring [, cap]),
 --                       job:batch(starts, ring, in_flight) -> batch, or nil, err;
---                       job.method, job.workgroup_size, job.underflow_note
+--                       job.method, job.workgroup_size, job.underflow_note,
+--                       job.products_note (where the method says how it computes)
 --                       (and job.build_seconds where the job builds something)
 --   batch               record(first, count, rec), submit(rec), wait(rec): true / GPU
 --                       seconds, or nil, err; winners_buffer (the ring the driver reads);

@@ -196,6 +196,7 @@ function _M.run_summary(stats)
     local g = _M.gram_summary(stats)
     if g then _M.note("%s", g) end
     if stats.underflow then _M.note("%s", stats.underflow) end
+    if stats.products then _M.note("%s", stats.products) end
 end
 
 --- A device UUID (32 hex digits) as CUDA spells it, GPU-8-4-4-4-12: the

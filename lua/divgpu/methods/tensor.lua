@@ -143,6 +143,11 @@ local function make_job(ctx, e, opts)
             opts.coopmat_defines)
         self.coopmat = need(kernel.new(ctx, COOPMAT, { name = "tensor_coopmat", defines = next(defines) and defines or nil }))
         self.tiles = ceil(e.n / self.coopmat_tile.candidates)
+        self.products_note = string_format("tensor: the slice products on tensor cores (int8 cooperative matrices, "
+            .. "tiles of %d sequences x %d candidates)", self.coopmat_tile.sequences, self.coopmat_tile.candidates)
+    else
+        self.products_note = _M.has_coopmat(ctx) and "tensor: the slice products in plain shader code (as asked)"
+            or "tensor: the slice products in plain shader code (the device has no int8 cooperative matrices)"
     end
     return self
 end
