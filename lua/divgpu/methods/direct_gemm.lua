@@ -138,7 +138,7 @@ local function make_job(ctx, e, opts, defines)
 end
 
 --- gemm's job (direct.job with shape "gemm"), or nil, err. opts:
----   layout           "columns" (default: contiguous tile loads) | "rows"
+---   layout           "rows" (default: no transposition on the host; measured faster) | "columns"
 ---   tiling           { wx, wy, rows, columns, slice } (default: the device kind's)
 ---   defines, spirv   a variant of gemm.comp (twins, experiments), name
 ---   exact_underflow  false: no exact underflow path (tests; device.underflow_defines)
