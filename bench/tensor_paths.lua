@@ -1,8 +1,8 @@
 -- The tensor filter's two products paths on one device (an H200 campaign
 -- item): the plain shader and the cooperative-matrix kernel must compute the
 -- same integers, so the same approximations rounded down (a_low), bit for
--- bit, and the same winners; the twin (A_4 without p_2 q_2) must differ.
--- Then each tiling's products alone, timed (useful int8 multiply-adds: 6
+-- bit, and the same winners; the twin (A_3 without p_2 q_1) must differ.
+-- Then each tiling's products alone, timed (useful int8 multiply-adds: 3
 -- slice products a pair, D each), and whole runs of the paths, their outputs
 -- against each other.
 --   luajit bench/tensor_paths.lua TABLE STARTS LENGTH [TILINGS] [PLAIN_RUNS]
@@ -41,7 +41,7 @@ if not tensor.has_coopmat(ctx) then
     os.exit(1)
 end
 local ring = 8
-local step_macs = 6 * (b - a) * e.n * e.dim
+local step_macs = 3 * (b - a) * e.n * e.dim  -- three slice products a pair (tensor.md section 2)
 
 -- Step 1 of a job; its batch (for a_low and the winners).
 local function step_one(job)
@@ -82,7 +82,7 @@ for i, t in ipairs(tilings) do
     batches[i] = against_plain("cooperative matrices " .. name_of(t), jobs[i])
 end
 -- The twin: the check above must see a wrong product.
-against_plain("the twin (A_4 without p_2 q_2; must differ)",
+against_plain("the twin (A_3 without p_2 q_1; must differ)",
     assert(tensor.job(ctx, e, { coopmat = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })))
 
 -- The products alone, each tiling in turn, three rounds (and the plain path once).

@@ -7,8 +7,8 @@
 // (push constant `phase`), each ordered after the one before by a barrier:
 //
 //   PHASE_SLICE     workgroup s: c = (f32) csum (the contract's centroid), its
-//                   scale and three int8 slices, the norms of the bound, B̂.
-//   PHASE_PRODUCTS  workgroup (tile, s): a thread a candidate j: A_2, A_3, A_4
+//                   scale and two int8 slices, the norms of the bound, B̂.
+//   PHASE_PRODUCTS  workgroup (tile, s): a thread a candidate j: A_2, A_3
 //                   (tensor.md section 2), â_j; the tile's two smallest â and
 //                   the index of the smallest; â_j rounded down to f32 for the
 //                   window's collection. (This is the plain-shader path, which
@@ -22,7 +22,7 @@
 // Variants (defines): DIVGPU_TENSOR_CHECK (instrumented: max |score - â| / B̂
 // over every candidate-step), DIVGPU_BOUND_SCALE (the bound's factor, 1.0;
 // tests shrink it), DIVGPU_TENSOR_PERTURB (twins: 1 = no exact rescoring,
-// 2 = the third slices dropped from the products).
+// 2 = p_2 q_1 dropped from A_3).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -63,11 +63,11 @@ layout(push_constant) uniform Push {
 
 layout(std430, set = 0, binding = 0) readonly buffer Embeddings { float emb[]; };        // [N][D], rows
 layout(std430, set = 0, binding = 1) readonly buffer InvNorm { float inv_norm[]; };     // [N]
-layout(std430, set = 0, binding = 2) readonly buffer JobFactors { double job_factor[]; }; // P, Imax, Q2, Q3, Ehat, R
-layout(std430, set = 0, binding = 3) readonly buffer TableSlices { uint table_slice[]; }; // [3][item_rows][words], int8 x 4
+layout(std430, set = 0, binding = 2) readonly buffer JobFactors { double job_factor[]; }; // P, Imax, Q2, Ehat, R
+layout(std430, set = 0, binding = 3) readonly buffer TableSlices { uint table_slice[]; }; // [2][item_rows][words], int8 x 4
 layout(std430, set = 0, binding = 4) readonly buffer Exponents { int table_exponent[]; }; // [N]: sigma_j = 2^e
 layout(std430, set = 0, binding = 5) buffer Centroids { double csum[]; };                // [S][D], f64 sums
-layout(std430, set = 0, binding = 6) buffer CentroidSlices { uint centroid_slice[]; };  // [3][seq_rows][words]
+layout(std430, set = 0, binding = 6) buffer CentroidSlices { uint centroid_slice[]; };  // [2][seq_rows][words]
 layout(std430, set = 0, binding = 7) buffer Masks { uint mask[]; };                     // [S][ceil(N/32)]
 layout(std430, set = 0, binding = 8) writeonly buffer Winners { uint winners[]; };      // [S][ring]
 // Per sequence: B̂, the centroid's exponent, 1 when it could be sliced, the
@@ -149,10 +149,10 @@ void slice_centroid() {
     const bool sliceable = biggest > 0.0lf;
     const int exponent = sliceable ? slice_exponent(biggest) : 0;
     // The cut, in f64 (every step exact: tensor.md section 1), four dimensions a word.
-    dvec4 norms = dvec4(0.0lf);   // |w o c|^2, |c|^2, |p_2|^2, |p_3|^2
+    dvec4 norms = dvec4(0.0lf);   // |w o c|^2, |c|^2, |p_2|^2, (unused)
     dvec2 parts = dvec2(0.0lf);   // |ĉ|^2, |δc|^2
     for (uint w = tid; w < pc.words; w += threads) {
-        uint packed1 = 0u, packed2 = 0u, packed3 = 0u;
+        uint packed1 = 0u, packed2 = 0u;
         for (uint b = 0u; b < 4u; ++b) {
             const uint d = 4u * w + b;
             if (d >= D || !sliceable) continue;
@@ -164,22 +164,17 @@ void slice_centroid() {
             y = r * 128.0lf;
             const double q2 = roundEven(y);
             r = y - q2;
-            y = r * 128.0lf;
-            const double q3 = roundEven(y);
-            r = y - q3;
             packed1 |= byte_of(q1) << (8u * b);
             packed2 |= byte_of(q2) << (8u * b);
-            packed3 |= byte_of(q3) << (8u * b);
-            const double approx = ldexp(q1 * 16384.0lf + q2 * 128.0lf + q3, exponent - 21);
-            const double remainder = ldexp(r, exponent - 21);
+            const double approx = ldexp(q1 * 128.0lf + q2, exponent - 14);
+            const double remainder = ldexp(r, exponent - 14);
             const double wc = double(D - d) * c;  // exact: an integer < 2^24 times an f32
-            norms += dvec4(wc * wc, c * c, q2 * q2, q3 * q3);
+            norms += dvec4(wc * wc, c * c, q2 * q2, 0.0lf);
             parts += dvec2(approx * approx, remainder * remainder);
         }
         const uint row = s * pc.words + w, plane = pc.seq_rows * pc.words;
         centroid_slice[row] = packed1;
         centroid_slice[plane + row] = packed2;
-        centroid_slice[2u * plane + row] = packed3;
     }
     norms = subgroupAdd(norms);
     parts = subgroupAdd(parts);
@@ -198,12 +193,12 @@ void slice_centroid() {
         }
         const double sigma = ldexp(1.0lf, exponent);
         const double Dd = double(D);
-        const double P = job_factor[0], IMAX = job_factor[1], Q2 = job_factor[2], Q3 = job_factor[3];
-        const double EHAT = job_factor[4], R = job_factor[5];
+        const double P = job_factor[0], IMAX = job_factor[1], Q2 = job_factor[2];
+        const double EHAT = job_factor[3], R = job_factor[4];
         const double rho = U32 * (1.0lf + 2.0lf * Dd * U32);                        // >= u (1+u)^(D-1)
-        const double p2 = sigma * sqrt(norms.z), p3 = sigma * sqrt(norms.w);
+        const double p2 = sigma * sqrt(norms.z);
         const double c_hat = sqrt(parts.x), c_rem = sqrt(parts.y);
-        const double dropped = ldexp(p2 * Q3 + p3 * Q2, -35) + ldexp(p3 * Q3, -42);  // (a)
+        const double dropped = ldexp(p2 * Q2, -28);                                   // (a)
         const double err = P * rho * sqrt(norms.x) + IMAX * Dd * TINY * (1.0lf + 2.0lf * Dd * U32)  // (c)
                          + dropped + c_hat * R + c_rem * EHAT + c_rem * R;            // (a), (b)
         const double amax = (1.0lf + E64) * (P * sqrt(norms.y) + err);
@@ -219,32 +214,28 @@ void slice_centroid() {
 // The i-th int8 of a packed word, sign-extended.
 int lane(uint word, uint i) { return bitfieldExtract(int(word), int(8u * i), 8); }
 
-// â_j for sequence s (tensor.md section 2): the three exact int32 sums, then
+// â_j for sequence s (tensor.md section 2): the two exact int32 sums, then
 // one f64 rounding.
 double approx(uint s, uint j) {
     const uint cplane = pc.seq_rows * pc.words, tplane = pc.item_rows * pc.words;
     const uint crow = s * pc.words, trow = j * pc.words;
-    int a2 = 0, a3 = 0, a4 = 0;
+    int a2 = 0, a3 = 0;
     for (uint w = 0u; w < pc.words; ++w) {
         const uint p1 = centroid_slice[crow + w], p2 = centroid_slice[cplane + crow + w];
-        const uint p3 = centroid_slice[2u * cplane + crow + w];
         const uint q1 = table_slice[trow + w], q2 = table_slice[tplane + trow + w];
-        const uint q3 = table_slice[2u * tplane + trow + w];
         [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-            const int x1 = lane(p1, i), x2 = lane(p2, i), x3 = lane(p3, i);
-            const int y1 = lane(q1, i), y2 = lane(q2, i), y3 = lane(q3, i);
+            const int x1 = lane(p1, i), x2 = lane(p2, i);
+            const int y1 = lane(q1, i), y2 = lane(q2, i);
             a2 += x1 * y1;
-            a3 += x1 * y2 + x2 * y1;
 #if DIVGPU_TENSOR_PERTURB == 2
-            a4 += x2 * y2;  // Twin: the third slices dropped.
+            a3 += x1 * y2;  // Twin: p_2 q_1 dropped.
 #else
-            a4 += x1 * y3 + x3 * y1 + x2 * y2;
+            a3 += x1 * y2 + x2 * y1;
 #endif
         }
     }
-    // Exact in f64: a multiple of 2^-28 below 2^18 (tensor.md section 2).
-    const double t = double(a2) * (1.0lf / 16384.0lf) + double(a3) * (1.0lf / 2097152.0lf)
-                   + double(a4) * (1.0lf / 268435456.0lf);
+    // Exact in f64: a multiple of 2^-21 below 2^18 (tensor.md section 2).
+    const double t = double(a2) * (1.0lf / 16384.0lf) + double(a3) * (1.0lf / 2097152.0lf);
     const int e = int(state_f64[s * STATE_F64 + F_EXPONENT]) + table_exponent[j];
     return ldexp(t, e) * double(inv_norm[j]);
 }

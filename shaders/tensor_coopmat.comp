@@ -1,20 +1,20 @@
 #version 450
 // The tensor filter's products phase on tensor cores (VK_KHR_cooperative_matrix,
-// int8 x int8 -> int32, 16 x 16 x 32): the same integers A_2, A_3, A_4 as
+// int8 x int8 -> int32, 16 x 16 x 32): the same integers A_2, A_3 as
 // tensor.comp's plain PHASE_PRODUCTS (shaders/tensor.md section 2: int32 sums
 // of int8 products are exact in any order), so the same â, a_low and, over
 // the tiles, the same minima.
 //
 // A workgroup takes TILE_S sequences x TILE_C candidates: CM_WR x CM_WC
-// subgroups, each CM_FR x CM_FC blocks of 16 x 16 pairs (three accumulators a
-// block: A_2, A_3, A_4). Each 32-byte step of the slices is staged in shared
-// memory, twice over (the next step loaded into registers during this one's
+// subgroups, each CM_FR x CM_FC blocks of 16 x 16 pairs (two accumulators a
+// block, A_2 and A_3: three MulAdds a 32-byte step). Each 32-byte step of the
+// slices is staged in shared memory, twice over (the next step loaded into registers during this one's
 // products, one barrier a step), so a centroid's slices serve TILE_C
 // candidates and a table row's TILE_S sequences from shared memory, not from
 // the L2 a subgroup at a time. The slices are the same buffers as
 // tensor.comp's, read here as 16-byte vectors (four int8 a u32, little-endian),
 // rows padded to a multiple of 32 bytes, sequences and candidates to multiples
-// of 16 (lua/divgpu/tensor.lua allocates them so); rows past the padding are
+// of 16 (lua/divgpu/methods/tensor.lua and src/contract/tensor.rs allocate them so); rows past the padding are
 // staged as zeros.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -23,7 +23,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 
-// DIVGPU_COOPMAT_PERTURB = 1 (the campaign's twin): A_4 without p_2 q_2.
+// DIVGPU_COOPMAT_PERTURB = 1 (the campaign's twin): A_3 without p_2 q_1.
 #ifndef DIVGPU_COOPMAT_PERTURB
 #define DIVGPU_COOPMAT_PERTURB 0
 #endif
@@ -33,8 +33,11 @@
 #define CM_FR 2   // 16-row blocks a subgroup
 #define CM_FC 2   // 16-column blocks a subgroup
 #endif
+#ifndef CM_ROW
+#define CM_ROW 3  // 16-byte vectors a staged row: 32 bytes of a step and one of padding
+#endif
 // The subgroups' scratch (below) lies in stage 0.
-#if CM_WR * CM_WC * 192 > 9 * 16 * (CM_WR * CM_FR + CM_WC * CM_FC)
+#if CM_WR * CM_WC * 128 > 2 * 16 * CM_ROW * (CM_WR * CM_FR + CM_WC * CM_FC)
 #error "tensor_coopmat: the subgroups' scratch does not fit in a stage"
 #endif
 const uint M = 16u, N = 16u, K = 32u;
@@ -52,9 +55,9 @@ layout(push_constant) uniform Push {
 } pc;
 
 layout(std430, set = 0, binding = 0) readonly buffer InvNorm { float inv_norm[]; };
-layout(std430, set = 0, binding = 1) readonly buffer TableSlices { uvec4 table_slice[]; };       // [3][item_rows][row_bytes]
+layout(std430, set = 0, binding = 1) readonly buffer TableSlices { uvec4 table_slice[]; };       // [2][item_rows][row_bytes]
 layout(std430, set = 0, binding = 2) readonly buffer Exponents { int table_exponent[]; };
-layout(std430, set = 0, binding = 3) readonly buffer CentroidSlices { uvec4 centroid_slice[]; }; // [3][seq_rows][row_bytes]
+layout(std430, set = 0, binding = 3) readonly buffer CentroidSlices { uvec4 centroid_slice[]; }; // [2][seq_rows][row_bytes]
 layout(std430, set = 0, binding = 4) readonly buffer Masks { uint mask[]; };
 layout(std430, set = 0, binding = 5) readonly buffer StateF64 { double state_f64[]; };            // [S][4]
 layout(std430, set = 0, binding = 6) writeonly buffer ALow { float a_low[]; };
@@ -65,16 +68,17 @@ const uint F_EXPONENT = 1u, STATE_F64 = 4u;
 #define INF uint64BitsToDouble(0x7ff0000000000000ul)
 #define INDEX_NONE 0xffffffffu
 
-// A staged row: a 32-byte step of one slice (two vectors) and one vector of
-// padding, so the 16 rows a matrix load reads fall in distinct banks.
-const uint ROW = 3u;
-const uint A_ROWS = 3u * TILE_S, B_ROWS = 3u * TILE_C;      // [slice][row] of the centroids, then the table
+// A staged row: a 32-byte step of one slice (two vectors) and, with CM_ROW
+// 3, one vector of padding, so the 16 rows a matrix load reads fall in
+// distinct banks.
+const uint ROW = CM_ROW;
+const uint A_ROWS = 2u * TILE_S, B_ROWS = 2u * TILE_C;      // [slice][row] of the centroids, then the table
 const uint STAGE = (A_ROWS + B_ROWS) * ROW;                  // vectors a stage
 const uint LOADS = ((A_ROWS + B_ROWS) * 2u + THREADS - 1u) / THREADS;  // a thread's vectors a step
 shared uvec4 stage[2][STAGE];
-// A subgroup's three 16 x 16 int32 sums, stored from its accumulators for the
-// f64 combine (in stage 0, after the last step: 192 vectors a subgroup).
-const uint SCRATCH = 3u * M * N / 4u;
+// A subgroup's two 16 x 16 int32 sums, stored from its accumulators for the
+// f64 combine (in stage 0, after the last step: 128 vectors a subgroup).
+const uint SCRATCH = 2u * M * N / 4u;
 // A tile row's two smallest â and the index of the smallest, per
 // (subgroup column, half of a 16-column block: `side`).
 const uint PARTS = CM_WC * 2u;
@@ -132,11 +136,10 @@ void main() {
     const uint linear_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     const uint tile = linear_group / gl_NumWorkGroups.y;
     const uint s0 = linear_group % gl_NumWorkGroups.y * TILE_S, c0 = tile * TILE_C;
-    ACC a2[CM_FR * CM_FC], a3[CM_FR * CM_FC], a4[CM_FR * CM_FC];
+    ACC a2[CM_FR * CM_FC], a3[CM_FR * CM_FC];
     [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) {
         a2[i] = ACC(0);
         a3[i] = ACC(0);
-        a4[i] = ACC(0);
     }
     uvec4 pre[LOADS];
     load_step(s0, c0, 0u, pre);
@@ -147,28 +150,23 @@ void main() {
     for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) {
         const bool more = k0 + K < pc.row_bytes;
         if (more) load_step(s0, c0, k0 + K, pre);  // in flight during the products
-        MAT_A p1[CM_FR], p2[CM_FR], p3[CM_FR];
+        MAT_A p1[CM_FR], p2[CM_FR];
         [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
             const uint r = (wr * CM_FR + fr) * M;
             coopMatLoad(p1[fr], stage[b], r * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
             coopMatLoad(p2[fr], stage[b], (TILE_S + r) * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(p3[fr], stage[b], (2u * TILE_S + r) * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
         }
         [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
             const uint c = A_ROWS + (wc * CM_FC + fc) * N;
-            MAT_B q1, q2, q3;
+            MAT_B q1, q2;
             coopMatLoad(q1, stage[b], c * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
             coopMatLoad(q2, stage[b], (TILE_C + c) * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-            coopMatLoad(q3, stage[b], (2u * TILE_C + c) * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
             [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
                 const uint i = fr * CM_FC + fc;
                 a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]);
                 a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]);
-                a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
-                a4[i] = coopMatMulAdd(p1[fr], q3, a4[i]);
-                a4[i] = coopMatMulAdd(p3[fr], q1, a4[i]);
 #if DIVGPU_COOPMAT_PERTURB != 1
-                a4[i] = coopMatMulAdd(p2[fr], q2, a4[i]);
+                a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
 #endif
             }
         }
@@ -194,14 +192,12 @@ void main() {
             const uint i = fr * CM_FC + fc;
             coopMatStore(a2[i], stage[0], scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
             coopMatStore(a3[i], stage[0], scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatStore(a4[i], stage[0], scratch + M * N / 2u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
             // Orders the subgroup's stores before its lanes read them.
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             const uint at = scratch + rr * (N / 4u) + side * 2u;
             const uvec4 x2[2] = { stage[0][at], stage[0][at + 1u] };
             const uvec4 x3[2] = { stage[0][at + M * N / 4u], stage[0][at + M * N / 4u + 1u] };
-            const uvec4 x4[2] = { stage[0][at + M * N / 2u], stage[0][at + M * N / 2u + 1u] };
             // Orders the lanes' reads before the next block's stores.
             subgroupBarrier();
             [[unroll]] for (uint e = 0u; e < 8u; ++e) {
@@ -210,8 +206,7 @@ void main() {
                 double a = INF;
                 if (!is_masked(s, j)) {
                     const double t = double(int(x2[e / 4u][e % 4u])) * (1.0lf / 16384.0lf)
-                                   + double(int(x3[e / 4u][e % 4u])) * (1.0lf / 2097152.0lf)
-                                   + double(int(x4[e / 4u][e % 4u])) * (1.0lf / 268435456.0lf);
+                                   + double(int(x3[e / 4u][e % 4u])) * (1.0lf / 2097152.0lf);
                     a = ldexp(t, ce + table_exponent[j]) * double(inv_norm[j]);
                 }
                 a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);

@@ -35,10 +35,14 @@ describe("cost: auto's choice by estimated seconds", function()
 
     it("where the tensor filter can run at a tensor-core rate, 262,144 items pick it; without that rate, gemm", function()
         local tc = { name = "a simulated H200 with tensor cores", memory = 140e9, gram_ok = true, tensor_ok = true,
-                     rates = { f32_chain = 32e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 2.9e14 } }
+                     rates = { f32_chain = 32e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 6.39e14 } }
         local c = cost.choose(job(262144, 768, 4096, 257), tc)
         assert.are.equal("tensor", c.method, c.why)
         assert(c.estimates.tensor < c.estimates.gemm, c.why)
+        -- A small job there stays direct: cutting the table's slices is paid too.
+        local small = cost.choose(job(20000, 4, 2, 3), tc)
+        assert.are.equal("direct", small.method, small.why)
+        assert(small.estimates.tensor > small.estimates[small.shape], small.why)
         tc.rates.int8_mac = nil
         assert.are.equal("direct", cost.choose(job(262144, 768, 4096, 257), tc).method)
     end)

@@ -69,7 +69,7 @@ describe("tensor filter vs CPU mirror", function()
         assert_differs(near_ties(), h.range(0, 16), 300, { defines = { DIVGPU_TENSOR_PERTURB = 1 } })
     end)
 
-    it("twin: the third slices dropped from the products are caught", function()
+    it("twin: p_2 q_1 dropped from the products (A_3) is caught", function()
         assert_differs(near_ties(), h.range(0, 16), 300, { defines = { DIVGPU_TENSOR_PERTURB = 2 } })
     end)
 

@@ -31,7 +31,14 @@ local _M = {}
 -- Gram step about 40 bytes of memory traffic a candidate-sequence-step
 -- (2.38 s for 3,584 x 8,358 x 8,359 at 4.2 TB/s: latency, not bandwidth,
 -- binds it, so it is charged as traffic at the measured rate).
-_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.26, baseline = 0.05, tensor = 0.5 }
+-- The tensor filter's products (shaders/tensor_coopmat.comp, 64 x 64 tiles
+-- staged in shared memory) 250 useful TOPS of the 1,278.7 measured from
+-- registers on the H200 (2026-12-03, seed table): 0.195.
+_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.26, baseline = 0.05, tensor = 0.195 }
+-- Table values a second the host cuts into slices (src/contract/tensor.rs, on
+-- every core): 262,144 x 768 in 3.5 s on 2 shared cores (2026-12-03); a
+-- floor for the 16 of the H200's host.
+_M.HOST_SLICE_RATE = 6e7
 _M.GRAM_BYTES_PER_CANDIDATE_STEP = 40
 
 --- Seconds of the Gram method: G's build (one triangle of N^2 D fmas, f64),
@@ -58,14 +65,14 @@ function _M.direct_seconds(job, rates, shape, gemm_rows)
     return fmas / (rates.f32_chain * _M.EFFICIENCY[shape]) + dispatches * rates.dispatch
 end
 
---- Seconds of the tensor filter: six int8 slice products a pair and
---- dimension at the device's int8 multiply-add rate (tensor cores, or the
---- plain shader's), the approximations written and read back, three
---- dispatches a step.
+--- Seconds of the tensor filter: three int8 slice products a pair and
+--- dimension (shaders/tensor.md section 2) at the tensor cores' int8
+--- multiply-add rate, the approximations written and read back, three
+--- dispatches a step, and the table's slices cut on the host.
 function _M.tensor_seconds(job, rates)
     local pairs_steps = job.sequences * (job.length - 1) * job.n
-    return 6 * pairs_steps * job.dim / (rates.int8_mac * _M.EFFICIENCY.tensor) + pairs_steps * 8 / rates.copy
-        + 3 * (job.length - 1) * rates.dispatch
+    return 3 * pairs_steps * job.dim / (rates.int8_mac * _M.EFFICIENCY.tensor) + pairs_steps * 8 / rates.copy
+        + 3 * (job.length - 1) * rates.dispatch + job.n * job.dim / _M.HOST_SLICE_RATE
 end
 
 --- Bytes of device memory G and a batch of the Gram method's state need.

@@ -76,11 +76,12 @@ local function seconds_text(s)
 end
 
 --- Auto by cost (divgpu.cost, the device's rates from divgpu.rates): the
---- cheapest of gram (where it fits) and the direct method in `shapes`, for
---- a job of `length` steps. The tensor filter is left to --method tensor
---- until its products' rate is measured on a device that runs them.
---- Returns the method, its shape (direct's) and why.
-local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram, shapes)
+--- cheapest of gram (where it fits), the tensor filter (where `weigh_tensor`
+--- and the device has tensor cores whose rate is known) and the direct
+--- method in `shapes`, for a job of `length` steps. The tensor filter's
+--- certificate (the chain's no-overflow bound) is asked only once it is the
+--- cheapest. Returns the method, its shape (direct's) and why.
+local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram, shapes, weigh_tensor)
     local cost, rates = require "divgpu.cost", require("divgpu.rates").of(ctx)
     if not require("divgpu.device").table_fits(ctx, e, 4) then
         -- Past one storage buffer only the shapes that keep the table in blocks run.
@@ -90,15 +91,28 @@ local function cheapest(ctx, e, opts, gram_fits, gram_why, weigh_gram, shapes)
         end
         if #kept > 0 then shapes = kept end
     end
-    local choice = cost.choose({ n = e.n, dim = e.dim, sequences = opts.sequences or 1, length = opts.length },
-        { rates = rates, memory = math.huge, gram_ok = gram_fits, why_not = gram_why, tensor_ok = false,
-          name = ctx.info.name, shapes = shapes, gemm_rows = require("divgpu.methods.direct_gemm").tile_rows(ctx.info) })
+    local tensor = require "divgpu.methods.tensor"
+    local tensor_ok, tensor_why = false, nil
+    if weigh_tensor then tensor_ok, tensor_why = tensor.may_fit(ctx, e) end
+    local job = { n = e.n, dim = e.dim, sequences = opts.sequences or 1, length = opts.length }
+    local device = { rates = rates, memory = math.huge, gram_ok = gram_fits, why_not = gram_why, tensor_ok = tensor_ok,
+                     name = ctx.info.name, shapes = shapes,
+                     gemm_rows = require("divgpu.methods.direct_gemm").tile_rows(ctx.info) }
+    local choice = cost.choose(job, device)
+    if choice.method == "tensor" then
+        local ok, why = e:gram_admissible()  -- the tensor filter's certificate, as tensor.fits asks
+        if not ok then
+            device.tensor_ok, tensor_why = false, why
+            choice = cost.choose(job, device)
+        end
+    end
     local parts = {}
-    for _, k in ipairs{ "gram", "gemm", "baseline" } do
+    for _, k in ipairs{ "gram", "tensor", "gemm", "baseline" } do
         local s = choice.estimates[k]
-        if s then parts[#parts + 1] = (k == "gram" and "gram " or "direct " .. k .. " ") .. seconds_text(s) end
+        if s then parts[#parts + 1] = ((k == "gram" or k == "tensor") and k .. " " or "direct " .. k .. " ") .. seconds_text(s) end
     end
     local why = string_format("estimated %s (rates from %s)", concat(parts, ", "), rates.source or "a table")
+    if weigh_tensor and not device.tensor_ok then why = why .. "; no tensor: " .. tostring(tensor_why) end
     if weigh_gram and not gram_fits then why = why .. "; no gram: " .. tostring(gram_why) end
     return choice.method, choice.shape, why
 end
@@ -176,7 +190,8 @@ function _M.choose(ctx, e, opts)
     end
     if opts.length and request.plain and fits.direct then
         local shapes = request.shape_open and { "gemm", "baseline" } or { direct.default_shape() }
-        local chosen, shape, why = cheapest(ctx, e, opts, fits.gram == true, passed_over.gram, true, shapes)
+        local chosen, shape, why = cheapest(ctx, e, opts, fits.gram == true, passed_over.gram, true, shapes,
+            request.shape_open)
         return chosen, why, request.shape_open and shape or nil
     end
     return first, first_why, first == "direct" and request.shape_open and direct.default_shape() or nil

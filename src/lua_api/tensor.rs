@@ -9,9 +9,9 @@ use super::boundary::function;
 use super::embeddings::Embeddings;
 use crate::contract::{gram, tensor};
 
-/// `jobs.tensor_slices(e)` -> { words =, item_rows =, slices = u32 array
-/// [3][item_rows][words] (packed int8), exponents = u32 array [N] (two's
-/// complement i32), factors = f64 array {P, Imax, Q2, Q3, Ehat, R} }, or
+/// `jobs.tensor_slices(e)` -> { planes = 2, words =, item_rows =, slices = u32
+/// array [planes][item_rows][words] (packed int8), exponents = u32 array [N]
+/// (two's complement i32), factors = f64 array {P, Imax, Q2, Ehat, R} }, or
 /// nil, why for a table the filter cannot certify (an expected answer, not
 /// misuse: the driver then runs another method).
 fn tensor_slices(lua: &Lua, e: &Embeddings) -> mlua::Result<(Value, Option<String>)> {
@@ -21,6 +21,7 @@ fn tensor_slices(lua: &Lua, e: &Embeddings) -> mlua::Result<(Value, Option<Strin
     }
     let s = tensor::table_slices(t, &gram::row_norm_bounds(t));
     let out = lua.create_table()?;
+    out.set("planes", tensor::SLICES)?;
     out.set("words", s.words)?;
     out.set("item_rows", s.item_rows)?;
     out.set("slices", HostArray::U32(s.packed))?;
@@ -30,5 +31,6 @@ fn tensor_slices(lua: &Lua, e: &Embeddings) -> mlua::Result<(Value, Option<Strin
 }
 
 pub fn register(lua: &Lua, jobs: &LuaTable) -> mlua::Result<()> {
+    jobs.set("tensor_max_dim", tensor::MAX_DIM)?;
     jobs.set("tensor_slices", function(lua, |lua, e: UserDataRef<Embeddings>| tensor_slices(lua, &e))?)
 }

@@ -27,8 +27,8 @@ local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
 local error, pairs, ipairs, setmetatable, string_format, type =
     error, pairs, ipairs, setmetatable, string.format, type
 
--- Below direct: auto does not pick it (methods.choose) until its products' rate
--- is measured on a device that runs them; --method tensor asks for it.
+-- Below direct in preference: auto weighs it by cost (methods.choose) where
+-- the device has tensor cores; --method tensor asks for it anywhere.
 local _M = { name = "tensor", preference = -1 }
 
 -- The run's options (driver.run) its job takes: { run option = job option }.
@@ -60,6 +60,21 @@ function _M.has_coopmat(ctx)
         end
     end
     return false
+end
+
+--- tensor.may_fit(ctx, e) -> true, or nil and why: what auto asks before
+--- weighing the filter, without cutting the slices: tensor cores, 64-bit
+--- integers, the table in one storage buffer, D within the exact int32 sums
+--- (the chain's certificate is asked once the filter is the cheapest).
+function _M.may_fit(ctx, e)
+    if not _M.has_coopmat(ctx) then
+        return nil, string_format("device '%s' has no int8 cooperative matrices", ctx.info.name)
+    end
+    if not ctx.info.int64 then return nil, string_format("device '%s' lacks shaderInt64", ctx.info.name) end
+    if e.dim > divgpu.jobs.tensor_max_dim then
+        return nil, string_format("the int32 sums are exact for D <= %d; the table has D = %d", divgpu.jobs.tensor_max_dim, e.dim)
+    end
+    return device.table_fits(ctx, e, 4)
 end
 
 --- Whether the tensor filter runs `request`: only the plain fp32 job, as gram.
@@ -117,7 +132,7 @@ local function make_job(ctx, e, opts)
     end
     local self = setmetatable({ ctx = ctx, embeddings = e, n = e.n, dim = e.dim, method = "tensor",
                                 workgroup_size = wg, window_capacity = capacity, words = slices.words,
-                                item_rows = slices.item_rows, tiles = ceil(e.n / wg),
+                                planes = slices.planes, item_rows = slices.item_rows, tiles = ceil(e.n / wg),
                                 check = opts.defines and opts.defines.DIVGPU_TENSOR_CHECK }, Job)
     upload(self, ctx, e, slices)
     local underflow
@@ -132,7 +147,7 @@ local function make_job(ctx, e, opts)
         self.coopmat_tile = { sequences = t.wr * t.fr * 16, candidates = t.wc * t.fc * 16 }
         local threads = t.wr * t.wc * 32
         -- tensor_coopmat.comp's two stages of 48-byte rows, and its rows' minima.
-        local shared_bytes = 2 * 3 * (self.coopmat_tile.sequences + self.coopmat_tile.candidates) * 48
+        local shared_bytes = 2 * self.planes * (self.coopmat_tile.sequences + self.coopmat_tile.candidates) * 48
             + self.coopmat_tile.sequences * t.wc * 2 * 20
         if threads > info.max_workgroup_invocations or shared_bytes > info.max_shared_memory then
             fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d needs %d threads and %d bytes of "
@@ -185,7 +200,7 @@ end
 
 --- Bytes each sequence of a batch needs in its largest buffer.
 function Job:bytes_per_sequence(ring)
-    return max(self.n * (self.check and 8 or 4), self.dim * 8, 3 * self.words * 4, self.tiles * 16, ring * 4)
+    return max(self.n * (self.check and 8 or 4), self.dim * 8, self.planes * self.words * 4, self.tiles * 16, ring * 4)
 end
 
 --- The largest batch whose buffers fit the device's buffer range, capped at `cap` (default 4,096).
@@ -213,7 +228,7 @@ local function make_batch(self, starts, ring, in_flight)
         embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, job_factors = self.factors_buffer,
         table_slices = self.slices_buffer, exponents = self.exponents_buffer,
         centroids = need(ctx:upload(need(self.embeddings:gather_f64(starts)), "centroids")),
-        centroid_slices = need(ctx:buffer(3 * ceil(count / 16) * 16 * self.words * 4, "centroid slices")),
+        centroid_slices = need(ctx:buffer(self.planes * ceil(count / 16) * 16 * self.words * 4, "centroid slices")),
         masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, n)), "masks")),
         winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
         a_low = need(ctx:buffer(count * n * 4, "approximations rounded down")),
