@@ -223,13 +223,13 @@ big() {
 }
 
 tensor() {  # the tensor filter on tensor cores: parity with the plain path, the products' rate, then the big job
-    TILINGS=${TILINGS:-"2,2,2,2 2,2,1,2 2,2,2,1 4,1,1,2"}
+    TILINGS=${TILINGS:-"2,2,2,2 2,2,2,4 2,4,2,2 4,2,2,2"}
     timeout 150 luajit bench/tensor_paths.lua "synth:$SEED_N:768" "0:$SEED_S" 9 "$TILINGS" 1 \
         >"$OUT/tensor_paths.jsonl" 2>"$LOGS/tensor_paths.log"
     echo "  tensor_paths (seed table): exit $?" | tee -a "$OUT/summary.txt"
     sed 's/^/    /' "$OUT/tensor_paths.jsonl" | tee -a "$OUT/summary.txt"
     BIG=$(npy_table "$BIG_N" "$BIG_D")
-    timeout 120 luajit bench/tensor_paths.lua "$BIG" "0:$BIG_S" 3 "${BIG_TILINGS:-2,2,2,2}" 0 \
+    timeout 120 luajit bench/tensor_paths.lua "$BIG" "0:$((BIG_S / 2))" 3 "${BIG_TILINGS:-2,2,2,2}" 0 \
         >"$OUT/tensor_paths_big.jsonl" 2>"$LOGS/tensor_paths_big.log"
     echo "  tensor_paths (big table): exit $?" | tee -a "$OUT/summary.txt"
     sed 's/^/    /' "$OUT/tensor_paths_big.jsonl" | tee -a "$OUT/summary.txt"
@@ -253,6 +253,11 @@ million() {
         --method direct --shape gemm --layout rows --out /tmp/million_rows.bin --progress-interval 5
     cmp /tmp/million.bin /tmp/million_rows.bin && echo "  million_rows vs million_run: cmp identical" | tee -a "$OUT/summary.txt" \
         || echo "  million_rows vs million_run: DIFFER" | tee -a "$OUT/summary.txt"
+    # The tensor filter on the same job, whatever auto chose.
+    timed million_tensor timeout 120 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \
+        --method tensor --out /tmp/million_tensor.bin --progress-interval 5
+    cmp /tmp/million.bin /tmp/million_tensor.bin && echo "  million_tensor vs million_run: cmp identical" | tee -a "$OUT/summary.txt" \
+        || echo "  million_tensor vs million_run: DIFFER" | tee -a "$OUT/summary.txt"
     timed million_verify timeout 120 bin/divgpu verify --embeddings "$M" --cache /tmp/million.bin --sample 16 --seed 20261201
     timed million_convert timeout 60 bin/divgpu convert /tmp/million.bin --out /tmp/million_run.json
     against_peer million_torch "$M" "0:$MILLION_S" 101 million_run

@@ -325,6 +325,34 @@ describe("GPU object misuse", function()
     end)
 end)
 
+describe("ctx:begin_upload_table", function()
+    teardown(h.assert_no_validation_messages)
+
+    it("uploads the table by rows and by columns straight from it; another layout is refused by name", function()
+        local ctx = h.ctx()
+        -- 300 x 19: columns in tasks of 8 leave a short last task.
+        local e = assert(divgpu.synth{ n = 300, dim = 19, clusters = 4, seed = 3 })
+        local rows, columns = e:values(), e:columns()
+        for layout, want in pairs{ rows = rows, columns = columns } do
+            local buf, upload = ctx:begin_upload_table(e, layout, "table " .. layout)
+            upload:wait()
+            assert.is_true(upload:done())
+            local got = assert(buf:read("f32"))
+            assert.are.equal(#want, #got)
+            local differ = 0
+            for i = 1, #want do if got[i] ~= want[i] then differ = differ + 1 end end
+            assert.are.equal(0, differ, layout)
+        end
+        -- Twin: the columns are not the rows (the check above can see a wrong layout).
+        local buf, upload = ctx:begin_upload_table(e, "columns")
+        upload:wait()
+        assert.are_not.equal(rows[2], assert(buf:read("f32"))[2])
+        local ok, err = pcall(ctx.begin_upload_table, ctx, e, "diagonal")
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find('layout must be "rows" or "columns", got "diagonal"', 1, true), tostring(err))
+    end)
+end)
+
 describe("objects made on a thread of their own (ctx:begin_pipeline, ctx:begin_buffers)", function()
     teardown(h.assert_no_validation_messages)
     local kernel = require "divgpu.kernel"

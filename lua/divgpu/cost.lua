@@ -24,17 +24,17 @@ local _M = {}
 -- What each method achieves of its device's rates, measured on the H200
 -- (bench/RESULTS.md, 2026-12-01 and -02): G's build 14.6-18.0 of 33.4 f64
 -- TFLOP/s of GPU time (131,072 and 65,536 items), 11.8 on the wall at 131,072;
--- the GEMM direct shape 26% of the chain rate (4.12e13 chain fmas in 5.56 s
--- of GPU time at 1,048,576 x 384, 1,024 sequences, against an estimate of
--- 2.39 s at 60%), the baseline shape about 5% (every workgroup streams the
--- table alone); the
+-- the GEMM direct shape 49% of the chain rate (4.12e13 chain fmas in 2.61 s
+-- of GPU time at 1,048,576 x 384, 1,024 sequences, by rows, 2026-12-03; 26%
+-- before gemm.comp's vector loads and two stages), the baseline shape about
+-- 5% (every workgroup streams the table alone); the
 -- Gram step about 40 bytes of memory traffic a candidate-sequence-step
 -- (2.38 s for 3,584 x 8,358 x 8,359 at 4.2 TB/s: latency, not bandwidth,
 -- binds it, so it is charged as traffic at the measured rate).
 -- The tensor filter's products (shaders/tensor_coopmat.comp, 64 x 64 tiles
 -- staged in shared memory) 250 useful TOPS of the 1,278.7 measured from
 -- registers on the H200 (2026-12-03, seed table): 0.195.
-_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.26, baseline = 0.05, tensor = 0.195 }
+_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.49, baseline = 0.05, tensor = 0.195 }
 -- Table values a second the host cuts into slices (src/contract/tensor.rs, on
 -- every core): 262,144 x 768 in 3.5 s on 2 shared cores (2026-12-03); a
 -- floor for the 16 of the H200's host.

@@ -147,13 +147,20 @@ end
 
 local function upload_all(ctx, list, into)
     local uploads = {}
-    for i, entry in ipairs(list) do into[entry[1]], uploads[i] = need(ctx:begin_upload(entry[2], entry[3])) end
+    for i, entry in ipairs(list) do
+        if entry[4] then
+            into[entry[1]], uploads[i] = need(ctx:begin_upload_table(entry[2], entry[4], entry[3]))
+        else
+            into[entry[1]], uploads[i] = need(ctx:begin_upload(entry[2], entry[3]))
+        end
+    end
     for _, upload in ipairs(uploads) do need(_M.await(ctx, upload)) end
     return into
 end
 
 --- Uploads each { key, array, name } of `list` to ctx, the buffer going to
---- into[key]: every copy submitted first, then all awaited (device.await:
+--- into[key] ({ key, table, name, layout }: a table by "rows" or "columns",
+--- straight from it, ctx:begin_upload_table): every copy submitted first, then all awaited (device.await:
 --- in a coroutine given to yield_in, other devices' uploads and builds go on
 --- meanwhile). `into`, or nil, err.
 function _M.upload_all(ctx, list, into)

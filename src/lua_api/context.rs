@@ -10,6 +10,7 @@ use std::sync::Arc;
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, UserDataRef};
 
 use super::arrays::HostArray;
+use super::embeddings::Embeddings;
 use super::boundary::{methods_index, Methods};
 use super::buffer::{buffer_list, LuaBuffer};
 use super::pending::{LuaPending, Made, Progress};
@@ -194,6 +195,29 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         let pending = buf.begin_upload(0, bytes)?;
         Ok((LuaBuffer(buf), LuaUpload(pending)))
     })?;
+    // ctx:begin_upload_table(emb, layout [, name]) -> buffer, upload: as
+    // begin_upload, for the table by "rows" (as stored) or by "columns"
+    // (D x N), written straight into the staging memory on every core: no
+    // copy of the table first (1.6 GB at 1,048,576 x 384).
+    m.add(lua, "begin_upload_table", |_, this: &Context, (e, layout, name): (UserDataRef<Embeddings>, String, Option<String>)| {
+        let t = &e.0;
+        let columns = match layout.as_str() {
+            "rows" => false,
+            "columns" => true,
+            other => return Err(Error::Usage(format!("begin_upload_table: layout must be \"rows\" or \"columns\", got \"{other}\"")).into()),
+        };
+        let len = t.data.len() * 4;
+        let buf = Buffer::storage(&this.0, len as u64, name.as_deref().unwrap_or("table"))?;
+        let values: &[u8] = bytemuck::cast_slice(&t.data);
+        let pending = buf.begin_upload_with(0, len, |staged| {
+            if columns {
+                transpose_into(bytemuck::cast_slice_mut(staged), &t.data, t.n, t.dim);
+            } else {
+                crate::vk::transfer::parallel_copy(staged, values);
+            }
+        })?;
+        Ok((LuaBuffer(buf), LuaUpload(pending)))
+    })?;
     m.add(lua, "pipeline", |_, this: &Context, opts: LuaTable| {
         Ok(LuaPipeline(pipeline_request(&opts)?.make(&this.0)?))
     })?;
@@ -251,4 +275,21 @@ impl UserData for Context {
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
         m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| Ok(format!("divgpu.context<{}>", this.0.info.name)));
     }
+}
+
+/// `out[d * n + j] = rows[j * dim + d]`: the table by columns, a column a
+/// parallel task, each read in blocks of rows so a task's reads share cache lines.
+fn transpose_into(out: &mut [f32], rows: &[f32], n: usize, dim: usize) {
+    use rayon::prelude::*;
+    const COLUMNS_A_TASK: usize = 8;
+    out.par_chunks_mut(n * COLUMNS_A_TASK).enumerate().for_each(|(task, columns)| {
+        let d0 = task * COLUMNS_A_TASK;
+        let width = columns.len() / n;
+        for j in 0..n {
+            let row = &rows[j * dim + d0..][..width];
+            for (c, &x) in row.iter().enumerate() {
+                columns[c * n + j] = x;
+            }
+        }
+    });
 }

@@ -123,7 +123,7 @@ local function make_job(ctx, e, opts, defines)
         defines.DIVGPU_TABLE_BLOCKS = 1
     else
         need(device.upload_all(ctx, {
-            { "table_buffer", need(opts.layout == "columns" and e:columns() or e:values()), "embeddings" } }, self))
+            { "table_buffer", e, "embeddings", opts.layout } }, self))
     end
     need(device.upload_all(ctx, { { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }, self))
     local underflow

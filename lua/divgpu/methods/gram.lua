@@ -93,8 +93,7 @@ function _M.fits(ctx, e, opts)
     end
     local ok, why = device.table_fits(ctx, e, 4)
     if not ok then return nil, why end
-    ok, why = e:gram_admissible()
-    if not ok then return nil, why end
+    -- Memory first: the certificate reads the whole table (a second at a million rows).
     local budget = opts.memory_budget or info.device_local_bytes
     local fixed, per_sequence = _M.memory_need(e.n, e.dim)
     local sequences = min(opts.sequences or 1, 64)
@@ -104,6 +103,8 @@ function _M.fits(ctx, e, opts)
             .. "the %s of device memory%s", e.n, e.n, sequences, mib(need_bytes), mib(budget),
             opts.memory_budget and " given as the budget" or (" of '" .. info.name .. "'"))
     end
+    ok, why = e:gram_admissible()
+    if not ok then return nil, why end
     return true, string_format("G (%d x %d f32, %s) and the state fit the %s of device memory", e.n, e.n,
         mib(e.n * e.n * 4), mib(budget))
 end
@@ -434,12 +435,12 @@ local function make_job(ctx, e, opts)
                       subgroup_slots = self.subgroup_slots, stage_rows = self.stage_rows },
     }))
     local t_begun = now()
-    local list = { { "rows_table", need(e:values()), "embeddings" },
+    local list = { { "rows_table", e, "embeddings", "rows" },
                    { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
                    { "row_norm_buffer", need(e:norm_bounds()), "row norm bounds" },
                    { "factors_buffer", need(divgpu.jobs.gram_factors(e)), "gram bound factors" } }
     if opts.layout == "columns" then
-        list[#list + 1] = { "table_buffer", need(e:columns()), "embeddings by columns" }
+        list[#list + 1] = { "table_buffer", e, "embeddings by columns", "columns" }
     end
     local t_prepared = now()
     local uploaded = need(device.upload_all(ctx, list, {}))

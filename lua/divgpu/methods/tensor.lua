@@ -111,7 +111,7 @@ end
 
 local function upload(self, ctx, e, slices)
     need(device.upload_all(ctx, {
-        { "table_buffer", need(e:values()), "embeddings" },
+        { "table_buffer", e, "embeddings", "rows" },
         { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
         { "factors_buffer", slices.factors, "tensor bound factors" },
         { "slices_buffer", slices.slices, "table slices" },
