@@ -6,7 +6,7 @@
 -- slice products a pair, D each), and whole runs of the paths, their outputs
 -- against each other.
 --   luajit bench/tensor_paths.lua TABLE STARTS LENGTH [TILINGS] [PLAIN_RUNS]
--- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc ..." (default: the
+-- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc[,k] ..." (default: the
 -- shipped one). PLAIN_RUNS: whole runs of the plain path (default 1; 0 on
 -- tables where it takes minutes).
 local divgpu = require "divgpu"
@@ -19,12 +19,13 @@ assert(spec and range and length, "usage: tensor_paths.lua TABLE A:B LENGTH [TIL
 local plain_runs = tonumber(arg[5] or "1")
 local tilings = {}
 for w in (arg[4] or ""):gmatch("%S+") do
-    local wr, wc, fr, fc = w:match("^(%d+),(%d+),(%d+),(%d+)$")
-    assert(wr, "a tiling is wr,wc,fr,fc: " .. w)
-    tilings[#tilings + 1] = { wr = tonumber(wr), wc = tonumber(wc), fr = tonumber(fr), fc = tonumber(fc) }
+    local wr, wc, fr, fc, k = w:match("^(%d+),(%d+),(%d+),(%d+),?(%d*)$")
+    assert(wr, "a tiling is wr,wc,fr,fc[,k]: " .. w)
+    tilings[#tilings + 1] = { wr = tonumber(wr), wc = tonumber(wc), fr = tonumber(fr), fc = tonumber(fc),
+                              k = tonumber(k) or tensor.COOPMAT_TILING.k }
 end
 if #tilings == 0 then tilings[1] = tensor.COOPMAT_TILING end
-local function name_of(t) return string.format("%d,%d,%d,%d", t.wr, t.wc, t.fr, t.fc) end
+local function name_of(t) return string.format("%d,%d,%d,%d,%d", t.wr, t.wc, t.fr, t.fc, t.k) end
 
 local e
 do

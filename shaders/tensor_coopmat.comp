@@ -7,9 +7,10 @@
 //
 // A workgroup takes TILE_S sequences x TILE_C candidates: CM_WR x CM_WC
 // subgroups, each CM_FR x CM_FC blocks of 16 x 16 pairs (two accumulators a
-// block, A_2 and A_3: three MulAdds a 32-byte step). Each 32-byte step of the
-// slices is staged in shared memory, twice over (the next step loaded into registers during this one's
-// products, one barrier a step), so a centroid's slices serve TILE_C
+// block, A_2 and A_3: three MulAdds a 32-byte step). CM_KSTEPS 32-byte steps
+// of the slices are staged in shared memory at a time, twice over (the next
+// stage loaded into registers during this one's products, one barrier a
+// stage), so a centroid's slices serve TILE_C
 // candidates and a table row's TILE_S sequences from shared memory, not from
 // the L2 a subgroup at a time. The slices are the same buffers as
 // tensor.comp's, read here as 16-byte vectors (four int8 a u32, little-endian),
@@ -33,9 +34,10 @@
 #define CM_FR 2   // 16-row blocks a subgroup
 #define CM_FC 2   // 16-column blocks a subgroup
 #endif
-#ifndef CM_ROW
-#define CM_ROW 3  // 16-byte vectors a staged row: 32 bytes of a step and one of padding
+#ifndef CM_KSTEPS
+#define CM_KSTEPS 2  // 32-byte steps of the slices a stage
 #endif
+#define CM_ROW (2 * CM_KSTEPS + 1)  // 16-byte vectors a staged row: the steps and one of padding
 // The subgroups' scratch (below) lies in stage 0.
 #if CM_WR * CM_WC * 128 > 2 * 16 * CM_ROW * (CM_WR * CM_FR + CM_WC * CM_FC)
 #error "tensor_coopmat: the subgroups' scratch does not fit in a stage"
@@ -68,13 +70,15 @@ const uint F_EXPONENT = 1u, STATE_F64 = 4u;
 #define INF uint64BitsToDouble(0x7ff0000000000000ul)
 #define INDEX_NONE 0xffffffffu
 
-// A staged row: a 32-byte step of one slice (two vectors) and, with CM_ROW
-// 3, one vector of padding, so the 16 rows a matrix load reads fall in
-// distinct banks.
-const uint ROW = CM_ROW;
+// A staged row: CM_KSTEPS 32-byte steps of one slice (two vectors each) and
+// one vector of padding, so the 16 rows a matrix load reads fall in distinct
+// banks. Several steps a stage: more MulAdds between barriers, and the next
+// stage's loads have longer to arrive.
+const uint KSTEPS = CM_KSTEPS, ROW = CM_ROW, STAGE_BYTES = KSTEPS * K;
 const uint A_ROWS = 2u * TILE_S, B_ROWS = 2u * TILE_C;      // [slice][row] of the centroids, then the table
 const uint STAGE = (A_ROWS + B_ROWS) * ROW;                  // vectors a stage
-const uint LOADS = ((A_ROWS + B_ROWS) * 2u + THREADS - 1u) / THREADS;  // a thread's vectors a step
+const uint ROW_LOADS = 2u * KSTEPS;                          // vectors a staged row holds
+const uint LOADS = ((A_ROWS + B_ROWS) * ROW_LOADS + THREADS - 1u) / THREADS;  // a thread's vectors a stage
 shared uvec4 stage[2][STAGE];
 // A subgroup's two 16 x 16 int32 sums, stored from its accumulators for the
 // f64 combine (in stage 0, after the last step: 128 vectors a subgroup).
@@ -99,28 +103,31 @@ float round_down(double x) {
     return f;
 }
 
-// Staged vector v of the step at byte k0: row v / 2 of the stage (the
-// centroids' slices, then the table's), vector v % 2 of its 32 bytes.
-void load_step(uint s0, uint c0, uint k0, out uvec4 pre[LOADS]) {
-    const uint vectors = pc.row_bytes / 16u, k = k0 / 16u;
+// Staged vector v of the stage at byte k0: row v / ROW_LOADS of the stage
+// (the centroids' slices, then the table's), vector v % ROW_LOADS of it;
+// zeros past the row's bytes (a last stage of fewer steps adds nothing).
+void load_stage(uint s0, uint c0, uint k0, out uvec4 pre[LOADS]) {
+    const uint vectors = pc.row_bytes / 16u;
     [[unroll]] for (uint l = 0u; l < LOADS; ++l) {
-        const uint v = gl_LocalInvocationID.x + l * THREADS, row = v / 2u, w = v % 2u;
+        const uint v = gl_LocalInvocationID.x + l * THREADS, row = v / ROW_LOADS, w = k0 / 16u + v % ROW_LOADS;
         uvec4 x = uvec4(0u);
-        if (row < A_ROWS) {
-            const uint slice = row / TILE_S, s = s0 + row % TILE_S;
-            if (s < pc.seq_rows) x = centroid_slice[(slice * pc.seq_rows + s) * vectors + k + w];
-        } else if (row < A_ROWS + B_ROWS) {
-            const uint slice = (row - A_ROWS) / TILE_C, c = c0 + (row - A_ROWS) % TILE_C;
-            if (c < pc.item_rows) x = table_slice[(slice * pc.item_rows + c) * vectors + k + w];
+        if (w < vectors) {
+            if (row < A_ROWS) {
+                const uint slice = row / TILE_S, s = s0 + row % TILE_S;
+                if (s < pc.seq_rows) x = centroid_slice[(slice * pc.seq_rows + s) * vectors + w];
+            } else if (row < A_ROWS + B_ROWS) {
+                const uint slice = (row - A_ROWS) / TILE_C, c = c0 + (row - A_ROWS) % TILE_C;
+                if (c < pc.item_rows) x = table_slice[(slice * pc.item_rows + c) * vectors + w];
+            }
         }
         pre[l] = x;
     }
 }
 
-void store_step(uint b, uvec4 pre[LOADS]) {
+void store_stage(uint b, uvec4 pre[LOADS]) {
     [[unroll]] for (uint l = 0u; l < LOADS; ++l) {
         const uint v = gl_LocalInvocationID.x + l * THREADS;
-        if (v < (A_ROWS + B_ROWS) * 2u) stage[b][v / 2u * ROW + v % 2u] = pre[l];
+        if (v < (A_ROWS + B_ROWS) * ROW_LOADS) stage[b][v / ROW_LOADS * ROW + v % ROW_LOADS] = pre[l];
     }
 }
 
@@ -142,37 +149,40 @@ void main() {
         a3[i] = ACC(0);
     }
     uvec4 pre[LOADS];
-    load_step(s0, c0, 0u, pre);
-    store_step(0u, pre);
-    // Orders the first step's stage before any subgroup reads it.
+    load_stage(s0, c0, 0u, pre);
+    store_stage(0u, pre);
+    // Orders the first stage before any subgroup reads it.
     barrier();
     uint b = 0u;
-    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) {
-        const bool more = k0 + K < pc.row_bytes;
-        if (more) load_step(s0, c0, k0 + K, pre);  // in flight during the products
-        MAT_A p1[CM_FR], p2[CM_FR];
-        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-            const uint r = (wr * CM_FR + fr) * M;
-            coopMatLoad(p1[fr], stage[b], r * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(p2[fr], stage[b], (TILE_S + r) * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
-        }
-        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
-            const uint c = A_ROWS + (wc * CM_FC + fc) * N;
-            MAT_B q1, q2;
-            coopMatLoad(q1, stage[b], c * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-            coopMatLoad(q2, stage[b], (TILE_C + c) * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
+        const bool more = k0 + STAGE_BYTES < pc.row_bytes;
+        if (more) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
+        [[unroll]] for (uint ks = 0u; ks < KSTEPS; ++ks) {
+            const uint at = 2u * ks;  // the step's first vector in a staged row
+            MAT_A p1[CM_FR], p2[CM_FR];
             [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-                const uint i = fr * CM_FC + fc;
-                a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]);
-                a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]);
+                const uint r = (wr * CM_FR + fr) * M;
+                coopMatLoad(p1[fr], stage[b], r * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(p2[fr], stage[b], (TILE_S + r) * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
+            }
+            [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+                const uint c = A_ROWS + (wc * CM_FC + fc) * N;
+                MAT_B q1, q2;
+                coopMatLoad(q1, stage[b], c * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+                coopMatLoad(q2, stage[b], (TILE_C + c) * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+                    const uint i = fr * CM_FC + fc;
+                    a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]);
+                    a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]);
 #if DIVGPU_COOPMAT_PERTURB != 1
-                a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
+                    a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
 #endif
+                }
             }
         }
-        if (more) store_step(b ^ 1u, pre);
-        // Orders this step's reads before the next overwrites its stage, and
-        // the next step's stage before its reads.
+        if (more) store_stage(b ^ 1u, pre);
+        // Orders this stage's reads before the next overwrites it, and the
+        // next stage's writes before its reads.
         barrier();
         b ^= 1u;
     }

@@ -46,8 +46,9 @@ local FALLBACKS, WINDOW_MAX = TENSOR.state.S_FALLBACKS + 1, TENSOR.state.S_WINDO
 local HIST_FIRST, HIST_BINS = TENSOR.state.S_HIST, TENSOR.state.HIST_BINS
 
 -- The products' tiling on tensor cores (tensor_coopmat.comp): wr x wc
--- subgroups a workgroup, each fr x fc blocks of 16 x 16 pairs.
-_M.COOPMAT_TILING = { wr = 2, wc = 2, fr = 2, fc = 2 }
+-- subgroups a workgroup, each fr x fc blocks of 16 x 16 pairs, k 32-byte
+-- steps of the slices staged at a time.
+_M.COOPMAT_TILING = { wr = 2, wc = 2, fr = 2, fc = 2, k = 2 }
 
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
 function _M.has_coopmat(ctx)
@@ -146,15 +147,16 @@ local function make_job(ctx, e, opts)
         local t = opts.coopmat_tiling or _M.COOPMAT_TILING
         self.coopmat_tile = { sequences = t.wr * t.fr * 16, candidates = t.wc * t.fc * 16 }
         local threads = t.wr * t.wc * 32
-        -- tensor_coopmat.comp's two stages of 48-byte rows, and its rows' minima.
-        local shared_bytes = 2 * self.planes * (self.coopmat_tile.sequences + self.coopmat_tile.candidates) * 48
+        -- tensor_coopmat.comp's two stages of rows (k steps of 32 bytes and 16 of padding), its rows' minima.
+        local k = t.k or _M.COOPMAT_TILING.k
+        local shared_bytes = 2 * self.planes * (self.coopmat_tile.sequences + self.coopmat_tile.candidates) * (32 * k + 16)
             + self.coopmat_tile.sequences * t.wc * 2 * 20
         if threads > info.max_workgroup_invocations or shared_bytes > info.max_shared_memory then
-            fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d needs %d threads and %d bytes of "
-                .. "shared memory; device '%s' allows %d and %d", t.wr, t.wc, t.fr, t.fc, threads, shared_bytes,
+            fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d (k %d) needs %d threads and %d bytes of "
+                .. "shared memory; device '%s' allows %d and %d", t.wr, t.wc, t.fr, t.fc, k, threads, shared_bytes,
                 info.name, info.max_workgroup_invocations, info.max_shared_memory))
         end
-        local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc },
+        local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc, CM_KSTEPS = k },
             opts.coopmat_defines)
         self.coopmat = need(kernel.new(ctx, COOPMAT, { name = "tensor_coopmat", defines = next(defines) and defines or nil }))
         self.tiles = ceil(e.n / self.coopmat_tile.candidates)
