@@ -197,6 +197,8 @@ function _M.run_summary(stats)
     if g then _M.note("%s", g) end
     if stats.underflow then _M.note("%s", stats.underflow) end
     if stats.products then _M.note("%s", stats.products) end
+    -- (gram's set-up is part of its windows line, beside G's build)
+    if stats.setup_note and not stats.build_seconds then _M.note("%s", stats.setup_note) end
 end
 
 --- A device UUID (32 hex digits) as CUDA spells it, GPU-8-4-4-4-12: the

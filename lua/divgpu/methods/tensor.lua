@@ -120,7 +120,10 @@ local function upload(self, ctx, e, slices)
 end
 
 local function make_job(ctx, e, opts)
+    local now = divgpu.clock.now
+    local t0 = now()
     local ok, why, slices = _M.fits(ctx, e)
+    local t_sliced = now()
     if not ok then fail("the tensor filter cannot run here: " .. why) end
     local info = ctx.info
     local wg = opts.workgroup_size or device.default_workgroup(info)
@@ -136,8 +139,10 @@ local function make_job(ctx, e, opts)
                                 planes = slices.planes, item_rows = slices.item_rows, tiles = ceil(e.n / wg),
                                 check = opts.defines and opts.defines.DIVGPU_TENSOR_CHECK }, Job)
     upload(self, ctx, e, slices)
+    local t_uploaded = now()
     local underflow
     underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
+    local t_certified = now()
     local defines = merged(underflow, opts.defines)
     self.kernel = need(kernel.new(ctx, TENSOR, {
         spirv = opts.spirv, defines = next(defines) and defines or nil, name = "tensor",
@@ -166,6 +171,10 @@ local function make_job(ctx, e, opts)
         self.products_note = _M.has_coopmat(ctx) and "tensor: the slice products in plain shader code (as asked)"
             or "tensor: the slice products in plain shader code (the device has no int8 cooperative matrices)"
     end
+    local t_end = now()
+    self.setup_note = string_format("set-up %.2f s: certificate and slices %.2f, tables uploaded %.2f, subnormal "
+        .. "certificate %.2f, kernels %.2f", t_end - t0, t_sliced - t0, t_uploaded - t_sliced, t_certified - t_uploaded,
+        t_end - t_certified)
     return self
 end
 
@@ -177,7 +186,7 @@ end
 ---                    a device without them or with the instrumented build), false (the
 ---                    plain shader), nil (default: tensor cores where the device has them
 ---                    and the job asks for no variant of tensor.comp)
----   coopmat_tiling   { wr, wc, fr, fc } (bench: the products' tiling; default COOPMAT_TILING)
+---   coopmat_tiling   { wr, wc, fr, fc, k } (bench: the products' tiling; default COOPMAT_TILING)
 ---   coopmat_defines  a variant of tensor_coopmat.comp (DIVGPU_COOPMAT_PERTURB = 1: the twin)
 ---   exact_underflow  false: no exact underflow path (tests)
 function _M.job(ctx, e, opts)
