@@ -48,7 +48,7 @@ local HIST_FIRST, HIST_BINS = TENSOR.state.S_HIST, TENSOR.state.HIST_BINS
 -- The products' tiling on tensor cores (tensor_coopmat.comp): wr x wc
 -- subgroups a workgroup, each fr x fc blocks of 16 x 16 pairs, k 32-byte
 -- steps of the slices staged at a time.
-_M.COOPMAT_TILING = { wr = 2, wc = 2, fr = 2, fc = 2, k = 2 }
+_M.COOPMAT_TILING = { wr = 2, wc = 2, fr = 2, fc = 2, k = 1 }
 
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
 function _M.has_coopmat(ctx)
