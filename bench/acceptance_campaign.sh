@@ -11,6 +11,8 @@
 #   bash bench/acceptance_campaign.sh real      the real table (25,000 texts) in full against PyTorch, all starts
 #   bash bench/acceptance_campaign.sh gemm      the GEMM shape against PyTorch in pairs (seed batch
 #                                               --length 501, 65,536 x 4,096 --length 201)
+#   bash bench/acceptance_campaign.sh gemm_tune the GEMM shape's tilings (bench/gemm_tune.lua) at 65,536 x 768 x 4,096
+#                                               and 1,048,576 x 384 x 1,024, alternating, against the shipped one
 #   bash bench/acceptance_campaign.sh big       262,144 x 768 x 4,096 x 257: auto against PyTorch,
 #                                               verify --sample on the mirror; tensor and gemm on 8 steps
 #   bash bench/acceptance_campaign.sh tensor    the tensor filter on tensor cores: each tiling against the plain
@@ -222,6 +224,16 @@ big() {
         || echo "  big_tensor vs big_gemm_short: DIFFER" | tee -a "$OUT/summary.txt"
 }
 
+gemm_tune() {  # the GEMM shape's tilings at 65,536 x 768 x 4,096 and 1,048,576 x 384 x 1,024, alternating
+    timeout 120 luajit bench/gemm_tune.lua "$MID_N" 768 "$MID_S" 21 3 >"$OUT/gemm_tune_mid.jsonl" 2>"$LOGS/gemm_tune_mid.log"
+    echo "  gemm_tune (mid): exit $?" | tee -a "$OUT/summary.txt"
+    grep -v '"round"' "$OUT/gemm_tune_mid.jsonl" | sed 's/^/    /' | tee -a "$OUT/summary.txt"
+    timeout 150 luajit bench/gemm_tune.lua "$MILLION_N" 384 "$MILLION_S" 11 3 >"$OUT/gemm_tune_million.jsonl" \
+        2>"$LOGS/gemm_tune_million.log"
+    echo "  gemm_tune (million): exit $?" | tee -a "$OUT/summary.txt"
+    grep -v '"round"' "$OUT/gemm_tune_million.jsonl" | sed 's/^/    /' | tee -a "$OUT/summary.txt"
+}
+
 tensor() {  # the tensor filter on tensor cores: parity with the plain path, the products' rate, then the big job
     TILINGS=${TILINGS:-"2,2,2,2,1 2,2,2,2,2 2,2,2,4,1 2,2,1,2,2"}
     timeout 150 luajit bench/tensor_paths.lua "synth:$SEED_N:768" "0:$SEED_S" 9 "$TILINGS" 1 \
@@ -269,8 +281,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    seed | mid | large | diagnose | parity | real | gemm | big | tensor | million | stall | variants | build | gram | direct) ;;
-    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, big, tensor, million, stall, variants, build; gram, direct)" >&2; exit 2 ;;
+    seed | mid | large | diagnose | parity | real | gemm | gemm_tune | big | tensor | million | stall | variants | build | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, gemm_tune, big, tensor, million, stall, variants, build; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"
