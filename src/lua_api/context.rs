@@ -162,22 +162,8 @@ fn begin_buffers(ctx: &Context, list: LuaTable) -> mlua::Result<LuaPending> {
     })?)
 }
 
-pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
-    let m = Methods::new(lua, TYPE)?;
-    // ctx:buffer(bytes [, name [, "device" | "host"]]) -> an uninitialised
-    // storage buffer; "host" puts it in host-visible memory, read back
-    // through its mapping (for results read after every submission).
-    m.add(lua, "buffer", |_, this: &Context, (size, name, memory): (u64, Option<String>, Option<String>)| {
-        let name = name.as_deref().unwrap_or("buffer");
-        let buffer = match memory.as_deref() {
-            None | Some("device") => Buffer::storage(&this.0, size, name)?,
-            Some("host") => Buffer::readback(&this.0, size, name)?,
-            Some(other) => {
-                return Err(Error::Usage(format!("buffer(): memory must be \"device\" or \"host\", got \"{other}\"")).into())
-            }
-        };
-        Ok(LuaBuffer(buffer))
-    })?;
+/// ctx:upload, ctx:begin_upload and ctx:begin_upload_table.
+fn upload_methods(lua: &Lua, m: &Methods) -> mlua::Result<()> {
     // ctx:upload(array [, name]) -> a device-local buffer holding the array.
     m.add(lua, "upload", |_, this: &Context, (array, name): (UserDataRef<HostArray>, Option<String>)| {
         let bytes = array.bytes();
@@ -200,24 +186,28 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     // (D x N), written straight into the staging memory on every core: no
     // copy of the table first (1.6 GB at 1,048,576 x 384).
     m.add(lua, "begin_upload_table", |_, this: &Context, (e, layout, name): (UserDataRef<Embeddings>, String, Option<String>)| {
-        let t = &e.0;
-        let columns = match layout.as_str() {
-            "rows" => false,
-            "columns" => true,
-            other => return Err(Error::Usage(format!("begin_upload_table: layout must be \"rows\" or \"columns\", got \"{other}\"")).into()),
-        };
-        let len = t.data.len() * 4;
-        let buf = Buffer::storage(&this.0, len as u64, name.as_deref().unwrap_or("table"))?;
-        let values: &[u8] = bytemuck::cast_slice(&t.data);
-        let pending = buf.begin_upload_with(0, len, |staged| {
-            if columns {
-                transpose_into(bytemuck::cast_slice_mut(staged), &t.data, t.n, t.dim);
-            } else {
-                crate::vk::transfer::parallel_copy(staged, values);
-            }
-        })?;
-        Ok((LuaBuffer(buf), LuaUpload(pending)))
+        begin_upload_table(this, &e, &layout, name.as_deref())
     })?;
+    Ok(())
+}
+
+pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
+    let m = Methods::new(lua, TYPE)?;
+    // ctx:buffer(bytes [, name [, "device" | "host"]]) -> an uninitialised
+    // storage buffer; "host" puts it in host-visible memory, read back
+    // through its mapping (for results read after every submission).
+    m.add(lua, "buffer", |_, this: &Context, (size, name, memory): (u64, Option<String>, Option<String>)| {
+        let name = name.as_deref().unwrap_or("buffer");
+        let buffer = match memory.as_deref() {
+            None | Some("device") => Buffer::storage(&this.0, size, name)?,
+            Some("host") => Buffer::readback(&this.0, size, name)?,
+            Some(other) => {
+                return Err(Error::Usage(format!("buffer(): memory must be \"device\" or \"host\", got \"{other}\"")).into())
+            }
+        };
+        Ok(LuaBuffer(buffer))
+    })?;
+    upload_methods(lua, &m)?;
     m.add(lua, "pipeline", |_, this: &Context, opts: LuaTable| {
         Ok(LuaPipeline(pipeline_request(&opts)?.make(&this.0)?))
     })?;
@@ -275,6 +265,30 @@ impl UserData for Context {
     fn add_methods<M: UserDataMethods<Self>>(m: &mut M) {
         m.add_meta_method(mlua::MetaMethod::ToString, |_, this, ()| Ok(format!("divgpu.context<{}>", this.0.info.name)));
     }
+}
+
+/// ctx:begin_upload_table's body: the table by rows or columns, written
+/// straight into the staging buffer.
+fn begin_upload_table(this: &Context, e: &Embeddings, layout: &str, name: Option<&str>) -> mlua::Result<(LuaBuffer, LuaUpload)> {
+    let t = &e.0;
+    let columns = match layout {
+        "rows" => false,
+        "columns" => true,
+        other => {
+            return Err(Error::Usage(format!("begin_upload_table: layout must be \"rows\" or \"columns\", got \"{other}\"")).into())
+        }
+    };
+    let len = t.data.len() * 4;
+    let buf = Buffer::storage(&this.0, len as u64, name.unwrap_or("table"))?;
+    let values: &[u8] = bytemuck::cast_slice(&t.data);
+    let pending = buf.begin_upload_with(0, len, |staged| {
+        if columns {
+            transpose_into(bytemuck::cast_slice_mut(staged), &t.data, t.n, t.dim);
+        } else {
+            crate::vk::transfer::parallel_copy(staged, values);
+        }
+    })?;
+    Ok((LuaBuffer(buf), LuaUpload(pending)))
 }
 
 /// `out[d * n + j] = rows[j * dim + d]`: the table by columns, a column a
