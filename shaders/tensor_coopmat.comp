@@ -10,13 +10,13 @@
 // block, A_2 and A_3: three MulAdds a 32-byte step). CM_KSTEPS 32-byte steps
 // of the slices are staged in shared memory at a time, twice over (the next
 // stage loaded into registers during this one's products, one barrier a
-// stage), so a centroid's slices serve TILE_C
-// candidates and a table row's TILE_S sequences from shared memory, not from
-// the L2 a subgroup at a time. The slices are the same buffers as
-// tensor.comp's, read here as 16-byte vectors (four int8 a u32, little-endian),
-// rows padded to a multiple of 32 bytes, sequences and candidates to multiples
-// of 16 (lua/divgpu/methods/tensor.lua and src/contract/tensor.rs allocate them so); rows past the padding are
-// staged as zeros.
+// stage), so a centroid's slices serve TILE_C candidates and a table row's
+// TILE_S sequences from shared memory, not from the L2 a subgroup at a time.
+// The slices are the same buffers as tensor.comp's, read here as 16-byte
+// vectors (four int8 a u32, little-endian), rows padded to a multiple of 32
+// bytes, sequences and candidates to multiples of 16 (src/contract/tensor.rs
+// and lua/divgpu/methods/tensor.lua allocate them so); rows past the padding
+// are staged as zeros.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
