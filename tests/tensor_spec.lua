@@ -90,6 +90,13 @@ describe("tensor filter on tensor cores", function()
         assert.truthy(tostring(err):find("has no int8 16 x 16 x 32 cooperative matrices"), tostring(err))
     end)
 
+    it("auto does not weigh the filter on a device without them, and says why", function()
+        local e = assert(divgpu.synth{ n = 40, dim = 8, clusters = 4, seed = 2 })
+        local ok, why = tensor.may_fit(h.ctx(), e)
+        assert.is_nil(ok)
+        assert.truthy(why:find("has no int8 cooperative matrices", 1, true), why)
+    end)
+
     it("by default a job takes tensor cores only where the device has them, and says which", function()
         local e = assert(divgpu.synth{ n = 40, dim = 8, clusters = 4, seed = 2 })
         local job = assert(tensor.job(h.ctx(), e))

@@ -198,6 +198,42 @@ mod tests {
     }
 
     #[test]
+    fn rows_cut_in_parallel_are_the_rows_cut_one_by_one() -> std::result::Result<(), String> {
+        // 2,500 rows: three tasks of ROWS_A_TASK, the last one short.
+        let (n, dim) = (2500usize, 37usize);
+        let data: Vec<f32> = (0..n * dim).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 37.0).collect();
+        let t = Table::from_rows("t", n, dim, data, None).map_err(|e| e.to_string())?;
+        let norms = super::super::gram::row_norm_bounds(&t);
+        let ts = table_slices(&t, &norms);
+        let plane = ts.item_rows * ts.words;
+        let differ = |packed: &[u32]| {
+            let mut differ = 0;
+            for j in 0..n {
+                let s = slice(t.row(j));
+                differ += usize::from(ts.exponents[j] != s.exponent);
+                for (k, slice) in s.slices.iter().enumerate() {
+                    for (d, &q) in slice.iter().enumerate() {
+                        let word = packed[k * plane + j * ts.words + d / 4];
+                        differ += usize::from((word >> (8 * (d % 4))) as u8 as i8 != q);
+                    }
+                }
+            }
+            differ
+        };
+        assert_eq!(differ(&ts.packed), 0, "values cut in parallel differ from the row's own cut");
+        // Twin: one byte of a row in the second task changed is seen.
+        let mut wrong = ts.packed.clone();
+        wrong[plane + 1500 * ts.words] ^= 1;
+        assert_eq!(differ(&wrong), 1);
+        // The padding rows stay zero.
+        assert!(ts.packed[n * ts.words..plane].iter().all(|&w| w == 0));
+        // The factors are the maxima over every row, whichever task held it.
+        let serial_imax = t.inv_norm.iter().fold(0f64, |m, &v| m.max(v as f64));
+        assert_eq!(ts.factors[1], serial_imax * (1.0 + 2f64.powi(-40)));
+        Ok(())
+    }
+
+    #[test]
     fn packed_slices_are_little_endian_bytes_of_each_row() -> std::result::Result<(), String> {
         let data = vec![0.5f32, -0.25, 0.125, 1.0, 0.0, 0.75];
         let t = Table::from_rows("t", 2, 3, data, None).map_err(|e| e.to_string())?;
