@@ -291,8 +291,8 @@ fn begin_upload_table(this: &Context, e: &Embeddings, layout: &str, name: Option
     Ok((LuaBuffer(buf), LuaUpload(pending)))
 }
 
-/// `out[d * n + j] = rows[j * dim + d]`: the table by columns, a column a
-/// parallel task, each read in blocks of rows so a task's reads share cache lines.
+/// `out[d * n + j] = rows[j * dim + d]`: the table by columns, eight columns a
+/// parallel task, which reads eight neighbouring values of each row at a time.
 fn transpose_into(out: &mut [f32], rows: &[f32], n: usize, dim: usize) {
     use rayon::prelude::*;
     const COLUMNS_A_TASK: usize = 8;
