@@ -125,7 +125,7 @@ local function make_job(ctx, e, opts, defines)
         defines.DIVGPU_TABLE_BLOCKS = 1
     else
         need(device.upload_all(ctx, {
-            { "table_buffer", e, "embeddings", opts.layout } }, self))
+            { "table_buffer", e, "embeddings", opts.layout or "rows" } }, self))  -- (gemm.axes.json's first)
     end
     need(device.upload_all(ctx, { { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }, self))
     local t_uploaded = now()
