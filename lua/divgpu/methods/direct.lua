@@ -177,7 +177,7 @@ local function upload_table(self, ctx, e)
     end
     -- E' holds exactly the half values (fp16): converting back is lossless.
     local list = { self.precision == "fp16" and { "table_buffer", arranged(need(e:to_fp16())), "embeddings fp16" }
-                   or { "table_buffer", e, "embeddings", self.layout or "rows" },
+                   or { "table_buffer", e, "embeddings", self.layout },
                    { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }
     if self.precision == "fp16-exact" then
         list[3] = { "half_buffer", arranged(need(e:to_fp16())), "embeddings fp16 filter" }

@@ -110,7 +110,9 @@ local function make_job(ctx, e, opts, defines)
     local tiling = opts.tiling or _M.TILINGS[info.type == "cpu" and "cpu" or "gpu"]
     check_fit(info, tiling)
     local n, dim = e.n, e.dim
-    local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, layout = opts.layout, tiling = tiling,
+    -- direct.job fills the layout; a caller of this module directly gets gemm.axes.json's first.
+    local layout = opts.layout or kernel.axis_values(GEMM, "layout")[1]
+    local self = setmetatable({ ctx = ctx, embeddings = e, n = n, dim = dim, layout = layout, tiling = tiling,
                                 method = "direct", shape = "gemm", precision = "fp32",
                                 workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
                                 tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
@@ -121,11 +123,11 @@ local function make_job(ctx, e, opts, defines)
             .. "device '%s' lacks", info.name))
     end
     if self.block_items then
-        upload_blocks(self, ctx, e, opts.layout)
+        upload_blocks(self, ctx, e, layout)
         defines.DIVGPU_TABLE_BLOCKS = 1
     else
         need(device.upload_all(ctx, {
-            { "table_buffer", e, "embeddings", opts.layout or "rows" } }, self))  -- (gemm.axes.json's first)
+            { "table_buffer", e, "embeddings", layout } }, self))
     end
     need(device.upload_all(ctx, { { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" } }, self))
     local t_uploaded = now()
@@ -134,7 +136,7 @@ local function make_job(ctx, e, opts, defines)
     local t_certified = now()
     for k, v in pairs(underflow or {}) do defines[k] = v end
     for k, v in pairs(opts.defines or {}) do defines[k] = v end
-    self.shader_name = kernel.variant(GEMM, { layout = opts.layout })
+    self.shader_name = kernel.variant(GEMM, { layout = layout })
     self.kernel = need(kernel.new(ctx, GEMM, { variant = self.shader_name, spirv = opts.spirv, name = opts.name,
                                                defines = next(defines) and defines or nil }))
     self.pipeline = self.kernel.pipeline
@@ -145,7 +147,7 @@ local function make_job(ctx, e, opts, defines)
 end
 
 --- gemm's job (direct.job with shape "gemm"), or nil, err. opts:
----   layout           "rows" (default: no transposition on the host; measured faster) | "columns"
+---   layout           "rows" (default: no transposition on the host; the GPU time level) | "columns"
 ---   tiling           { wx, wy, rows, columns, slice } (default: the device kind's)
 ---   defines, spirv   a variant of gemm.comp (twins, experiments), name
 ---   exact_underflow  false: no exact underflow path (tests; device.underflow_defines)

@@ -273,14 +273,19 @@ local function record_products(self, rec, push)
     return job.kernel:dispatch(rec, self.group, push, job.tiles, self.count)
 end
 
+--- The push constants of a step of this batch (the phase set by the caller).
+local function step_push(self, step)
+    local job = self.job
+    return { num_items = job.n, dim = job.dim, step = step, ring = self.ring, sequences = self.count,
+             tiles = job.tiles, words = job.words, seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }
+end
+
 --- Records the current step's products alone on `rec` (bench/tensor_paths.lua
 --- times them): the slices of the step last recorded are read again, and
 --- a_low and the tile minima written again with the same values. true, or nil, err.
 function Batch:record_products(rec)
-    local job = self.job
     return catch(function()
-        need(record_products(self, rec, { num_items = job.n, dim = job.dim, step = 1, ring = self.ring, sequences = self.count,
-            tiles = job.tiles, words = job.words, seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }))
+        need(record_products(self, rec, step_push(self, 1)))
         -- Orders each repetition's writes before the next.
         need(rec:barrier())
         return true
@@ -292,8 +297,7 @@ end
 --- batch:record.
 function Batch:record_steps(first, count, rec)
     local job = self.job
-    local push = { num_items = job.n, dim = job.dim, ring = self.ring, sequences = self.count,
-                   tiles = job.tiles, words = job.words, seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }
+    local push = step_push(self, first)
     for t = first, first + count - 1 do
         push.step, push.phase = t, PHASE.slice
         need(job.kernel:dispatch(rec, self.group, push, self.count))
