@@ -6,9 +6,12 @@
 -- slice products a pair, D each), and whole runs of the paths, their outputs
 -- against each other.
 --   luajit bench/tensor_paths.lua TABLE STARTS LENGTH [TILINGS] [PLAIN_RUNS]
--- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc[,k] ..." (default: the
--- shipped one). PLAIN_RUNS: whole runs of the plain path (default 1; 0 on
--- tables where it takes minutes).
+-- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc[,k[,stages]] ..."
+-- (default: the shipped one). PLAIN_RUNS: whole runs of the plain path
+-- (default 1; 0 on tables where it takes minutes). PRODUCTS_ONLY=1 in the
+-- environment: each tiling's tensor-core loop is timed also without the f64
+-- combine (DIVGPU_COOPMAT_PRODUCTS_ONLY, a bench variant whose results are
+-- garbage, so never checked), to show which of the two binds.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
@@ -19,13 +22,15 @@ assert(spec and range and length, "usage: tensor_paths.lua TABLE A:B LENGTH [TIL
 local plain_runs = tonumber(arg[5] or "1")
 local tilings = {}
 for w in (arg[4] or ""):gmatch("%S+") do
-    local wr, wc, fr, fc, k = w:match("^(%d+),(%d+),(%d+),(%d+),?(%d*)$")
-    assert(wr, "a tiling is wr,wc,fr,fc[,k]: " .. w)
+    local wr, wc, fr, fc, k, stages = w:match("^(%d+),(%d+),(%d+),(%d+),?(%d*),?(%d*)$")
+    assert(wr, "a tiling is wr,wc,fr,fc[,k[,stages]]: " .. w)
     tilings[#tilings + 1] = { wr = tonumber(wr), wc = tonumber(wc), fr = tonumber(fr), fc = tonumber(fc),
-                              k = tonumber(k) or tensor.COOPMAT_TILING.k }
+                              k = tonumber(k) or tensor.COOPMAT_TILING.k,
+                              stages = tonumber(stages) or tensor.COOPMAT_TILING.stages }
 end
 if #tilings == 0 then tilings[1] = tensor.COOPMAT_TILING end
-local function name_of(t) return string.format("%d,%d,%d,%d,%d", t.wr, t.wc, t.fr, t.fc, t.k) end
+local function name_of(t) return string.format("%d,%d,%d,%d,%d,%d", t.wr, t.wc, t.fr, t.fc, t.k, t.stages) end
+local products_only = os.getenv("PRODUCTS_ONLY") == "1"
 
 local e
 do
@@ -86,16 +91,37 @@ end
 against_plain("the twin (A_3 without p_2 q_1; must differ)",
     assert(tensor.job(ctx, e, { coopmat = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })))
 
+-- The bench variant without the combine: its kernel dispatched on the
+-- tiling's own batch (the same bindings), so the same slices are multiplied.
+local bare = {}
+if products_only then
+    for i, t in ipairs(tilings) do
+        bare[i] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t,
+                                             coopmat_defines = { DIVGPU_COOPMAT_PRODUCTS_ONLY = 1 } })).coopmat
+    end
+end
+local function products_of(i, without_combine)
+    if not without_combine then return products_seconds(batches[i], 20) end
+    local job = batches[i].job
+    local kept = job.coopmat
+    job.coopmat = bare[i]
+    local s = products_seconds(batches[i], 20)
+    job.coopmat = kept
+    return s
+end
+
 -- The products alone, each tiling in turn, three rounds (and the plain path once).
 local plain_products = products_seconds(bp, 1)
 print(string.format('{"products": "plain", "gpu_seconds": %.6f, "useful_int8_tops": %.2f}', plain_products,
     2 * step_macs / plain_products / 1e12))
 for round = 1, 3 do
     for i, t in ipairs(tilings) do
-        local s = products_seconds(batches[i], 20)
-        print(string.format('{"products": "coopmat %s", "round": %d, "gpu_seconds": %.6f, "useful_int8_tops": %.2f}',
-            name_of(t), round, s, 2 * step_macs / s / 1e12))
-        io.stdout:flush()
+        for _, v in ipairs(products_only and { "", " without the combine" } or { "" }) do
+            local s = products_of(i, v ~= "")
+            print(string.format('{"products": "coopmat %s%s", "round": %d, "gpu_seconds": %.6f, "useful_int8_tops": %.2f}',
+                name_of(t), v, round, s, 2 * step_macs / s / 1e12))
+            io.stdout:flush()
+        end
     end
 end
 

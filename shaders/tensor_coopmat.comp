@@ -8,10 +8,10 @@
 // A workgroup takes TILE_S sequences x TILE_C candidates: CM_WR x CM_WC
 // subgroups, each CM_FR x CM_FC blocks of 16 x 16 pairs (two accumulators a
 // block, A_2 and A_3: three MulAdds a 32-byte step). CM_KSTEPS 32-byte steps
-// of the slices are staged in shared memory at a time, twice over (the next
-// stage loaded into registers during this one's products, one barrier a
-// stage), so a centroid's slices serve TILE_C candidates and a table row's
-// TILE_S sequences from shared memory, not from the L2 a subgroup at a time.
+// of the slices are staged in shared memory at a time, in CM_STAGES buffers
+// (the next stage loaded into registers during this one's products), so a
+// centroid's slices serve TILE_C candidates and a table row's TILE_S
+// sequences from shared memory, not from the L2 a subgroup at a time.
 // The slices are the same buffers as tensor.comp's, read here as 16-byte
 // vectors (four int8 a u32, little-endian), rows padded to a multiple of 32
 // bytes, sequences and candidates to multiples of 16 (src/contract/tensor.rs
@@ -28,22 +28,31 @@
 #ifndef DIVGPU_COOPMAT_PERTURB
 #define DIVGPU_COOPMAT_PERTURB 0
 #endif
+// DIVGPU_COOPMAT_PRODUCTS_ONLY = 1 (bench only, wrong results): the products
+// without the combine, to time the tensor-core loop apart from the f64 epilogue.
+#ifndef DIVGPU_COOPMAT_PRODUCTS_ONLY
+#define DIVGPU_COOPMAT_PRODUCTS_ONLY 0
+#endif
+// The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the same).
 #ifndef CM_WR
-#define CM_WR 2   // subgroups along the sequences
+#define CM_WR 4   // subgroups along the sequences
 #define CM_WC 2   // subgroups along the candidates
 #define CM_FR 2   // 16-row blocks a subgroup
-#define CM_FC 2   // 16-column blocks a subgroup
+#define CM_FC 4   // 16-column blocks a subgroup
 #endif
 #ifndef CM_KSTEPS
-// 32-byte steps of the slices a stage: one measured 1.08x two on the H200
-// (174 against 161 useful TOPS, 2026-12-03), against the latency guess.
-#define CM_KSTEPS 1
+#define CM_KSTEPS 2  // 32-byte steps of the slices a stage
+#endif
+#ifndef CM_STAGES
+// Stages in shared memory: 2 (the next stage stored during this one's
+// products, one barrier a stage) or 1 (half the memory, so larger tiles fit
+// in 48 KB; the next stage waits in registers, two barriers a stage).
+#define CM_STAGES 1
+#endif
+#if CM_STAGES != 1 && CM_STAGES != 2
+#error "tensor_coopmat: CM_STAGES is 1 or 2"
 #endif
 #define CM_ROW (2 * CM_KSTEPS + 1)  // 16-byte vectors a staged row: the steps and one of padding
-// The subgroups' scratch (below) lies in stage 0.
-#if CM_WR * CM_WC * 128 > 2 * 16 * CM_ROW * (CM_WR * CM_FR + CM_WC * CM_FC)
-#error "tensor_coopmat: the subgroups' scratch does not fit in a stage"
-#endif
 const uint M = 16u, N = 16u, K = 32u;
 const uint SUBGROUPS = CM_WR * CM_WC, THREADS = SUBGROUPS * 32u;
 const uint TILE_S = CM_WR * CM_FR * M, TILE_C = CM_WC * CM_FC * N;
@@ -81,21 +90,19 @@ const uint A_ROWS = 2u * TILE_S, B_ROWS = 2u * TILE_C;      // [slice][row] of t
 const uint STAGE = (A_ROWS + B_ROWS) * ROW;                  // vectors a stage
 const uint ROW_LOADS = 2u * KSTEPS;                          // vectors a staged row holds
 const uint LOADS = ((A_ROWS + B_ROWS) * ROW_LOADS + THREADS - 1u) / THREADS;  // a thread's vectors a stage
-shared uvec4 stage[2][STAGE];
-// A subgroup's two 16 x 16 int32 sums, stored from its accumulators for the
-// f64 combine (in stage 0, after the last step: 128 vectors a subgroup).
+// After the products the same memory holds the combine's: each subgroup's two
+// 16 x 16 int32 sums, stored from its accumulators (SCRATCH vectors a
+// subgroup), then a tile row's two smallest â and the index of the smallest
+// per (subgroup column, half of a 16-column block: `side`), as the bits of a
+// dvec2 and a uint (MINIMA vectors each).
 const uint SCRATCH = 2u * M * N / 4u;
-// A tile row's two smallest â and the index of the smallest, per
-// (subgroup column, half of a 16-column block: `side`).
 const uint PARTS = CM_WC * 2u;
-shared double row_a1[TILE_S][PARTS], row_a2[TILE_S][PARTS];
-shared uint row_j1[TILE_S][PARTS];
+const uint MINIMA_A = SUBGROUPS * SCRATCH, MINIMA_J = MINIMA_A + TILE_S * PARTS;
+const uint EPILOGUE = MINIMA_J + TILE_S * PARTS;
+const uint SHARED = CM_STAGES * STAGE > EPILOGUE ? CM_STAGES * STAGE : EPILOGUE;
+shared uvec4 stage[SHARED];
 
 uint words32() { return (pc.num_items + 31u) / 32u; }
-
-bool is_masked(uint s, uint j) {
-    return (mask[s * words32() + j / 32u] & (1u << (j % 32u))) != 0u;
-}
 
 // As tensor.comp's round_down: an f32 at most x that no flush mode changes.
 float round_down(double x) {
@@ -129,112 +136,107 @@ void load_stage(uint s0, uint c0, uint k0, out uvec4 pre[LOADS]) {
 void store_stage(uint b, uvec4 pre[LOADS]) {
     [[unroll]] for (uint l = 0u; l < LOADS; ++l) {
         const uint v = gl_LocalInvocationID.x + l * THREADS;
-        if (v < (A_ROWS + B_ROWS) * ROW_LOADS) stage[b][v / ROW_LOADS * ROW + v % ROW_LOADS] = pre[l];
+        if (v < (A_ROWS + B_ROWS) * ROW_LOADS) stage[b * STAGE + v / ROW_LOADS * ROW + v % ROW_LOADS] = pre[l];
     }
 }
 
 #define ACC coopmat<int32_t, gl_ScopeSubgroup, M, N, gl_MatrixUseAccumulator>
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, M, K, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, K, N, gl_MatrixUseB>
+ACC a2[CM_FR * CM_FC], a3[CM_FR * CM_FC];
 
-void main() {
-    const uint g = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
-    const uint wr = g / CM_WC, wc = g % CM_WC;
-    // Workgroups taken sequence tile fastest: those resident at once share a
-    // tile of the table, which is then read from memory about once a step.
-    const uint linear_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    const uint tile = linear_group / gl_NumWorkGroups.y;
-    const uint s0 = linear_group % gl_NumWorkGroups.y * TILE_S, c0 = tile * TILE_C;
-    ACC a2[CM_FR * CM_FC], a3[CM_FR * CM_FC];
-    [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) {
-        a2[i] = ACC(0);
-        a3[i] = ACC(0);
-    }
-    uvec4 pre[LOADS];
-    load_stage(s0, c0, 0u, pre);
-    store_stage(0u, pre);
-    // Orders the first stage before any subgroup reads it.
-    barrier();
-    uint b = 0u;
-    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
-        const bool more = k0 + STAGE_BYTES < pc.row_bytes;
-        if (more) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
-        [[unroll]] for (uint ks = 0u; ks < KSTEPS; ++ks) {
-            const uint at = 2u * ks;  // the step's first vector in a staged row
-            MAT_A p1[CM_FR], p2[CM_FR];
+// The stage at vector `base`: its KSTEPS steps' MulAdds into the subgroup's
+// accumulators (a2 += p1 q1, a3 += p1 q2 + p2 q1).
+void products(uint base, uint wr, uint wc) {
+    [[unroll]] for (uint ks = 0u; ks < KSTEPS; ++ks) {
+        const uint at = base + 2u * ks;  // the step's first vector in a staged row
+        MAT_A p1[CM_FR], p2[CM_FR];
+        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+            const uint r = (wr * CM_FR + fr) * M;
+            coopMatLoad(p1[fr], stage, r * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(p2[fr], stage, (TILE_S + r) * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
+        }
+        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+            const uint c = A_ROWS + (wc * CM_FC + fc) * N;
+            MAT_B q1, q2;
+            coopMatLoad(q1, stage, c * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+            coopMatLoad(q2, stage, (TILE_C + c) * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
             [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-                const uint r = (wr * CM_FR + fr) * M;
-                coopMatLoad(p1[fr], stage[b], r * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
-                coopMatLoad(p2[fr], stage[b], (TILE_S + r) * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
-            }
-            [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
-                const uint c = A_ROWS + (wc * CM_FC + fc) * N;
-                MAT_B q1, q2;
-                coopMatLoad(q1, stage[b], c * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-                coopMatLoad(q2, stage[b], (TILE_C + c) * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-                [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-                    const uint i = fr * CM_FC + fc;
-                    a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]);
-                    a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]);
+                const uint i = fr * CM_FC + fc;
+                a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]);
+                a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]);
 #if DIVGPU_COOPMAT_PERTURB != 1
-                    a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
+                a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
 #endif
-                }
             }
         }
-        if (more) store_stage(b ^ 1u, pre);
-        // Orders this stage's reads before the next overwrites it, and the
-        // next stage's writes before its reads.
-        barrier();
-        b ^= 1u;
     }
+}
 
-    // The combine (tensor.md section 2), a 16 x 16 block at a time through the
-    // subgroup's scratch: lane l takes row l / 2, columns (l % 2) * 8 .. + 8.
+// The combine (tensor.md section 2), a 16 x 16 block at a time through the
+// subgroup's scratch: lane l takes row l / 2, columns (l % 2) * 8 .. + 8.
+// â = (A_2 2^7 + A_3) * (2^(e_j) / |e_j| * 2^(e_c - 21)): the same real as
+// tensor.comp's ldexp(A_2 2^-14 + A_3 2^-21, e_c + e_j) / |e_j|, rounded once,
+// since the integer sum and both power-of-two scalings are exact in f64 (the
+// exponents are those of f32 values, far inside f64's normal range).
+void combine(uint s0, uint c0, uint tile, uint wr, uint wc) {
+    const uint g = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
     const uint scratch = g * SCRATCH, rr = lane / 2u, side = lane % 2u;
-    double best1[CM_FR], best2[CM_FR];
+    double best1[CM_FR], best2[CM_FR], scale[CM_FR];
     uint best_j[CM_FR];
     [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
         best1[fr] = INF;
         best2[fr] = INF;
         best_j[fr] = INDEX_NONE;
         const uint s = s0 + (wr * CM_FR + fr) * M + rr;
-        const int ce = s < pc.sequences ? int(state_f64[s * STATE_F64 + F_EXPONENT]) : 0;
-        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+        scale[fr] = s < pc.sequences ? ldexp(1.0lf, int(state_f64[s * STATE_F64 + F_EXPONENT]) - 21) : 0.0lf;
+    }
+    [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+        const uint j0 = c0 + (wc * CM_FC + fc) * N + side * 8u;  // a multiple of 8: one mask word
+        double w[8];  // 2^(e_j) / |e_j| of the lane's columns, read once for its CM_FR rows
+        [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+            const uint j = min(j0 + e, pc.num_items - 1u);
+            w[e] = ldexp(double(inv_norm[j]), table_exponent[j]);
+        }
+        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
             const uint i = fr * CM_FC + fc;
-            coopMatStore(a2[i], stage[0], scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatStore(a3[i], stage[0], scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
             // Orders the subgroup's stores before its lanes read them.
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             const uint at = scratch + rr * (N / 4u) + side * 2u;
-            const uvec4 x2[2] = { stage[0][at], stage[0][at + 1u] };
-            const uvec4 x3[2] = { stage[0][at + M * N / 4u], stage[0][at + M * N / 4u + 1u] };
+            const uvec4 x2[2] = { stage[at], stage[at + 1u] };
+            const uvec4 x3[2] = { stage[at + M * N / 4u], stage[at + M * N / 4u + 1u] };
             // Orders the lanes' reads before the next block's stores.
             subgroupBarrier();
-            [[unroll]] for (uint e = 0u; e < 8u; ++e) {
-                const uint j = c0 + (wc * CM_FC + fc) * N + side * 8u + e;
-                if (s >= pc.sequences || j >= pc.num_items) continue;
-                double a = INF;
-                if (!is_masked(s, j)) {
-                    const double t = double(int(x2[e / 4u][e % 4u])) * (1.0lf / 16384.0lf)
-                                   + double(int(x3[e / 4u][e % 4u])) * (1.0lf / 2097152.0lf);
-                    a = ldexp(t, ce + table_exponent[j]) * double(inv_norm[j]);
-                }
-                a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
-                if (a < best1[fr]) {  // j ascending within a lane: the first of equal â is the least j
-                    best2[fr] = best1[fr];
-                    best1[fr] = a;
-                    best_j[fr] = j;
-                } else if (a < best2[fr]) {
-                    best2[fr] = a;
+            const uint s = s0 + (wr * CM_FR + fr) * M + rr;
+            if (s < pc.sequences && j0 < pc.num_items) {
+                const uint masked = mask[s * words32() + j0 / 32u] >> (j0 % 32u);
+                [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+                    const uint j = j0 + e;
+                    if (j >= pc.num_items) break;
+                    double a = INF;
+                    if ((masked & (1u << e)) == 0u) {
+                        const double x = double(int(x2[e / 4u][e % 4u])) * 128.0lf + double(int(x3[e / 4u][e % 4u]));
+                        a = x * (w[e] * scale[fr]);
+                    }
+                    a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
+                    if (a < best1[fr]) {  // j ascending within a lane: the first of equal â is the least j
+                        best2[fr] = best1[fr];
+                        best1[fr] = a;
+                        best_j[fr] = j;
+                    } else if (a < best2[fr]) {
+                        best2[fr] = a;
+                    }
                 }
             }
         }
-        const uint r = (wr * CM_FR + fr) * M + rr, part = wc * 2u + side;
-        row_a1[r][part] = best1[fr];
-        row_a2[r][part] = best2[fr];
-        row_j1[r][part] = best_j[fr];
+    }
+    [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+        const uint at = ((wr * CM_FR + fr) * M + rr) * PARTS + wc * 2u + side;
+        stage[MINIMA_A + at] = uvec4(unpackDouble2x32(best1[fr]), unpackDouble2x32(best2[fr]));
+        stage[MINIMA_J + at] = uvec4(best_j[fr], 0u, 0u, 0u);
     }
     // Orders the parts' minima before one thread a row folds them.
     barrier();
@@ -242,12 +244,14 @@ void main() {
         double a1 = INF, a2v = INF;
         uint j1 = INDEX_NONE;
         for (uint p = 0u; p < PARTS; ++p) {
-            const double x = row_a1[tid][p];
+            const uvec4 m = stage[MINIMA_A + tid * PARTS + p];
+            const double x = packDouble2x32(m.xy), x2nd = packDouble2x32(m.zw);
+            const uint jp = stage[MINIMA_J + tid * PARTS + p].x;
             // The parts interleave their columns: of equal â, the least j.
-            if (x < a1 || (x == a1 && row_j1[tid][p] < j1)) {
-                a2v = min(a1, row_a2[tid][p]);
+            if (x < a1 || (x == a1 && jp < j1)) {
+                a2v = min(a1, x2nd);
                 a1 = x;
-                j1 = row_j1[tid][p];
+                j1 = jp;
             } else {
                 a2v = min(a2v, x);
             }
@@ -255,4 +259,60 @@ void main() {
         partial_a[(s0 + tid) * pc.tiles + tile] = dvec2(a1, a2v);
         partial_j[(s0 + tid) * pc.tiles + tile] = j1;
     }
+}
+
+void main() {
+    const uint g = gl_SubgroupID;
+    const uint wr = g / CM_WC, wc = g % CM_WC;
+    // Workgroups taken sequence tile fastest: those resident at once share a
+    // tile of the table, which is then read from memory about once a step.
+    const uint linear_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    const uint tile = linear_group / gl_NumWorkGroups.y;
+    const uint s0 = linear_group % gl_NumWorkGroups.y * TILE_S, c0 = tile * TILE_C;
+    [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) {
+        a2[i] = ACC(0);
+        a3[i] = ACC(0);
+    }
+    uvec4 pre[LOADS];
+    load_stage(s0, c0, 0u, pre);
+#if CM_STAGES == 2
+    store_stage(0u, pre);
+    // Orders the first stage before any subgroup reads it.
+    barrier();
+    uint b = 0u;
+    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
+        const bool more = k0 + STAGE_BYTES < pc.row_bytes;
+        if (more) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
+        products(b * STAGE, wr, wc);
+        if (more) store_stage(b ^ 1u, pre);
+        // Orders this stage's reads before the next overwrites it (and the
+        // last one's before the combine's), and the next stage's writes
+        // before its reads.
+        barrier();
+        b ^= 1u;
+    }
+#else
+    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
+        // Orders the last stage's reads before this one's writes.
+        barrier();
+        store_stage(0u, pre);
+        // Orders the stage's writes before its reads.
+        barrier();
+        if (k0 + STAGE_BYTES < pc.row_bytes) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
+        products(0u, wr, wc);
+    }
+    // Orders the last stage's reads before the combine's writes.
+    barrier();
+#endif
+#if DIVGPU_COOPMAT_PRODUCTS_ONLY
+    // Every accumulator kept live through one stored sum; the partials are garbage.
+    ACC sum = ACC(0);
+    [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) sum = sum + a2[i] + a3[i];
+    coopMatStore(sum, stage, g * SCRATCH, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+    barrier();
+    if (gl_LocalInvocationID.x < TILE_S && s0 + gl_LocalInvocationID.x < pc.sequences)
+        partial_j[(s0 + gl_LocalInvocationID.x) * pc.tiles + tile] = stage[gl_LocalInvocationID.x].x;
+#else
+    combine(s0, c0, tile, wr, wc);
+#endif
 }

@@ -47,8 +47,19 @@ local HIST_FIRST, HIST_BINS = TENSOR.state.S_HIST, TENSOR.state.HIST_BINS
 
 -- The products' tiling on tensor cores (tensor_coopmat.comp): wr x wc
 -- subgroups a workgroup, each fr x fc blocks of 16 x 16 pairs, k 32-byte
--- steps of the slices staged at a time.
-_M.COOPMAT_TILING = { wr = 2, wc = 2, fr = 2, fc = 2, k = 1 }
+-- steps of the slices staged at a time, in `stages` buffers (1 or 2).
+_M.COOPMAT_TILING = { wr = 4, wc = 2, fr = 2, fc = 4, k = 2, stages = 1 }
+
+-- Bytes of shared memory tensor_coopmat.comp declares for tiling t: its
+-- stages of rows (k steps of 32 bytes and 16 of padding, both slices), or,
+-- where larger, the combine's scratch and rows' minima that reuse them.
+function _M.coopmat_shared_bytes(t, planes)
+    local k, stages = t.k or _M.COOPMAT_TILING.k, t.stages or _M.COOPMAT_TILING.stages
+    local sequences, candidates = t.wr * t.fr * 16, t.wc * t.fc * 16
+    local staged = stages * planes * (sequences + candidates) * (32 * k + 16)
+    local combine = 16 * (t.wr * t.wc * 128 + 2 * sequences * t.wc * 2)
+    return math.max(staged, combine)
+end
 
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
 function _M.has_coopmat(ctx)
@@ -152,17 +163,15 @@ local function make_job(ctx, e, opts)
         local t = opts.coopmat_tiling or _M.COOPMAT_TILING
         self.coopmat_tile = { sequences = t.wr * t.fr * 16, candidates = t.wc * t.fc * 16 }
         local threads = t.wr * t.wc * 32
-        -- tensor_coopmat.comp's two stages of rows (k steps of 32 bytes and 16 of padding), its rows' minima.
-        local k = t.k or _M.COOPMAT_TILING.k
-        local shared_bytes = 2 * self.planes * (self.coopmat_tile.sequences + self.coopmat_tile.candidates) * (32 * k + 16)
-            + self.coopmat_tile.sequences * t.wc * 2 * 20
+        local k, stages = t.k or _M.COOPMAT_TILING.k, t.stages or _M.COOPMAT_TILING.stages
+        local shared_bytes = _M.coopmat_shared_bytes(t, self.planes)
         if threads > info.max_workgroup_invocations or shared_bytes > info.max_shared_memory then
-            fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d (k %d) needs %d threads and %d bytes of "
-                .. "shared memory; device '%s' allows %d and %d", t.wr, t.wc, t.fr, t.fc, k, threads, shared_bytes,
-                info.name, info.max_workgroup_invocations, info.max_shared_memory))
+            fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d (k %d, %d stages) needs %d threads and "
+                .. "%d bytes of shared memory; device '%s' allows %d and %d", t.wr, t.wc, t.fr, t.fc, k, stages, threads,
+                shared_bytes, info.name, info.max_workgroup_invocations, info.max_shared_memory))
         end
-        local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc, CM_KSTEPS = k },
-            opts.coopmat_defines)
+        local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc,
+            CM_KSTEPS = k, CM_STAGES = stages }, opts.coopmat_defines)
         self.coopmat = need(kernel.new(ctx, COOPMAT, { name = "tensor_coopmat", defines = next(defines) and defines or nil }))
         self.tiles = ceil(e.n / self.coopmat_tile.candidates)
         self.products_note = string_format("tensor: the slice products on tensor cores (int8 cooperative matrices, "
@@ -186,7 +195,7 @@ end
 ---                    a device without them or with the instrumented build), false (the
 ---                    plain shader), nil (default: tensor cores where the device has them
 ---                    and the job asks for no variant of tensor.comp)
----   coopmat_tiling   { wr, wc, fr, fc, k } (bench: the products' tiling; default COOPMAT_TILING)
+---   coopmat_tiling   { wr, wc, fr, fc, k, stages } (bench: the products' tiling; default COOPMAT_TILING)
 ---   coopmat_defines  a variant of tensor_coopmat.comp (DIVGPU_COOPMAT_PERTURB = 1: the twin)
 ---   exact_underflow  false: no exact underflow path (tests)
 function _M.job(ctx, e, opts)
