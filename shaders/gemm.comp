@@ -28,7 +28,8 @@
 // buffer: 4 GiB on the H200), each block in the layout above.
 // DIVGPU_GEMM_PERTURB (tests' twins): 1 = the append forgets the last tile;
 // 2 = a blocked table's last block is read at the block before it; 3 = the
-// two stages never swap.
+// two stages never swap; 4 = the dispatch's fold (more tiles than one
+// dimension allows) runs only its first row.
 #extension GL_GOOGLE_include_directive : require
 #ifdef DIVGPU_TABLE_BLOCKS
 #extension GL_EXT_buffer_reference : require
@@ -258,11 +259,18 @@ void store_slice(uint b, uint flat_id, VEC_R pre_c[LOADS_C], VEC_C pre_e[LOADS_E
 void scores() {
     const uint flat_id = gl_LocalInvocationID.x;
     const uint tx = flat_id % WX, ty = flat_id / WX;
-    // The dispatch is (candidate tiles) x (sequence tiles); its workgroups are
-    // taken sequence tile fastest, so those resident at once share candidate
-    // tiles and a table past the L2 is read from memory about once a step.
+    // The (candidate tiles) x (sequence tiles) workgroups, folded into the
+    // dispatch's x by y within the device's limits (lavapipe allows 65,535 a
+    // dimension: a million items are 65,536 tiles of 16), are taken sequence
+    // tile fastest, so those resident at once share candidate tiles and a
+    // table past the L2 is read from memory about once a step.
+    const uint seq_tiles = (pc.sequences + TS - 1u) / TS;
     const uint flat_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    const uint j0 = flat_group / gl_NumWorkGroups.y * TC, s0 = flat_group % gl_NumWorkGroups.y * TS;
+    if (flat_group >= pc.tiles * seq_tiles) return;  // the fold's last row (whole workgroups)
+#if DIVGPU_GEMM_PERTURB == 4
+    if (gl_WorkGroupID.y > 0u) return;  // Twin: the fold's rows after the first never run.
+#endif
+    const uint j0 = flat_group / seq_tiles * TC, s0 = flat_group % seq_tiles * TS;
     for (uint r = flat_id; r < TS; r += THREADS) { row_key[r] = 0xffffffffu; row_tie[r] = 0xffffffffu; }
     ROWS(DECLARE_ROW)
     VEC_R pre_c[LOADS_C];

@@ -54,6 +54,20 @@ describe("gemm (the direct method as an exact GEMM) vs CPU mirror", function()
         assert_differs(e, h.range(0, 150), 10, { tiling = gpu, defines = { DIVGPU_GEMM_PERTURB = 3 } })
     end)
 
+    it("more workgroups than a dispatch dimension allows (lavapipe: 65,535), folded into two rows", function()
+        -- 65,550 tiles of 4 candidates; the last item, the only negative one, is each start's first pick.
+        local tiling = { wx = 4, wy = 8, rows = 4, columns = 1, slice = 4 }
+        local n = 65550 * tiling.wx * tiling.columns
+        assert(h.ctx().info.max_workgroup_count < 65550, "the device's workgroup count needs no fold")
+        local rows = {}
+        for j = 1, n - 1 do rows[j] = { 1 } end
+        rows[n] = { -1 }
+        local e = h.load_rows(rows)
+        assert_identical(e, h.range(0, 3), 4, { tiling = tiling })
+        -- Twin: the fold's second row never runs, so the last tiles are never scored.
+        assert_differs(e, h.range(0, 3), 4, { tiling = tiling, defines = { DIVGPU_GEMM_PERTURB = 4 } })
+    end)
+
     it("exact score ties go to the smallest index", function()
         assert_identical(ties_table(200, 5), h.range(0, 40), 200)
     end)

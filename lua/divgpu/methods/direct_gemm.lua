@@ -194,6 +194,15 @@ local function make_batch(self, starts, ring, in_flight)
     b.masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, self.n)), "masks"))
     b.winners_buffer = need(ctx:buffer(count * ring * 4, "winners", "host"))
     b.partials = need(ctx:buffer(count * self.tiles * 8, "partials"))
+    -- The scores' tiles x sequence tiles, folded into x by y within the
+    -- device's workgroup count (gemm.comp's scores() unfolds them).
+    local groups = self.tiles * ceil(count / self.tile_rows)
+    b.scores_x = min(groups, ctx.info.max_workgroup_count)
+    b.scores_y = ceil(groups / b.scores_x)
+    if b.scores_y > ctx.info.max_workgroup_count then
+        fail(string.format("gemm: %d candidate tiles x %d sequence tiles exceed device '%s''s workgroup count %d "
+            .. "squared", self.tiles, ceil(count / self.tile_rows), ctx.info.name, ctx.info.max_workgroup_count))
+    end
     b.group = need(self.kernel:bind({ embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer,
                                       centroids = b.centroids, centers = b.centers, masks = b.masks,
                                       winners = b.winners_buffer, partials = b.partials }, self.table_blocks))
@@ -213,7 +222,7 @@ function Batch:record_steps(first, count, rec)
                    block_items = job.block_items or 0 }
     for t = first, first + count - 1 do
         push.step, push.phase = t, PHASE.scores
-        need(job.kernel:dispatch(rec, self.group, push, job.tiles, ceil(self.count / job.tile_rows)))
+        need(job.kernel:dispatch(rec, self.group, push, self.scores_x, self.scores_y))
         -- Orders every tile's partials before the append reads them.
         need(rec:barrier())
         push.phase = PHASE.append
