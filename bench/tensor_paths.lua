@@ -82,9 +82,17 @@ local function against_plain(label, job)
     return bc
 end
 
+-- The driver's figures for a kernel's pipeline ("name=value; ...": registers, spills where it says).
+local function statistics(kernel)
+    local parts = {}
+    for _, st in ipairs(kernel.pipeline:statistics()) do parts[#parts + 1] = st.name .. "=" .. tostring(st.value) end
+    return table.concat(parts, "; ")
+end
+
 local jobs, batches = {}, {}
 for i, t in ipairs(tilings) do
     jobs[i] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t }))
+    print(string.format('{"kernel": "coopmat %s", "statistics": "%s"}', name_of(t), statistics(jobs[i].coopmat)))
     batches[i] = against_plain("cooperative matrices " .. name_of(t), jobs[i])
 end
 -- The twin: the check above must see a wrong product.

@@ -143,35 +143,35 @@ void store_stage(uint b, uvec4 pre[LOADS]) {
 #define ACC coopmat<int32_t, gl_ScopeSubgroup, M, N, gl_MatrixUseAccumulator>
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, M, K, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, K, N, gl_MatrixUseB>
-ACC a2[CM_FR * CM_FC], a3[CM_FR * CM_FC];
+const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
 
-// The stage at vector `base`: its KSTEPS steps' MulAdds into the subgroup's
-// accumulators (a2 += p1 q1, a3 += p1 q2 + p2 q1).
-void products(uint base, uint wr, uint wc) {
-    [[unroll]] for (uint ks = 0u; ks < KSTEPS; ++ks) {
-        const uint at = base + 2u * ks;  // the step's first vector in a staged row
-        MAT_A p1[CM_FR], p2[CM_FR];
-        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-            const uint r = (wr * CM_FR + fr) * M;
-            coopMatLoad(p1[fr], stage, r * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(p2[fr], stage, (TILE_S + r) * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor);
-        }
-        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
-            const uint c = A_ROWS + (wc * CM_FC + fc) * N;
-            MAT_B q1, q2;
-            coopMatLoad(q1, stage, c * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-            coopMatLoad(q2, stage, (TILE_C + c) * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-            [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-                const uint i = fr * CM_FC + fc;
-                a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]);
-                a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]);
-#if DIVGPU_COOPMAT_PERTURB != 1
-                a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]);
-#endif
-            }
-        }
+// The stage at vector `base`: its KSTEPS steps' MulAdds into main's
+// accumulators (a2 += p1 q1, a3 += p1 q2 + p2 q1). A macro, not a function:
+// accumulators kept at module scope for a function measured at 72 useful
+// TOPS on the H200 whatever the tiling (2026-12-03), where the same loop in
+// main's own arrays ran at 174.
+#define PRODUCTS(base) \
+    [[unroll]] for (uint ks = 0u; ks < KSTEPS; ++ks) { \
+        const uint at = (base) + 2u * ks; /* the step's first vector in a staged row */ \
+        MAT_A p1[CM_FR], p2[CM_FR]; \
+        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
+            const uint r = (wr * CM_FR + fr) * M; \
+            coopMatLoad(p1[fr], stage, r * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor); \
+            coopMatLoad(p2[fr], stage, (TILE_S + r) * ROW + at, ROW, gl_CooperativeMatrixLayoutRowMajor); \
+        } \
+        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) { \
+            const uint c = A_ROWS + (wc * CM_FC + fc) * N; \
+            MAT_B q1, q2; \
+            coopMatLoad(q1, stage, c * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor); \
+            coopMatLoad(q2, stage, (TILE_C + c) * ROW + at, ROW, gl_CooperativeMatrixLayoutColumnMajor); \
+            [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
+                const uint i = fr * CM_FC + fc; \
+                a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]); \
+                a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]); \
+                if (!TWIN_NO_P2Q1) a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]); \
+            } \
+        } \
     }
-}
 
 // The combine (tensor.md section 2), a 16 x 16 block at a time through the
 // subgroup's scratch: lane l takes row l / 2, columns (l % 2) * 8 .. + 8.
@@ -179,62 +179,47 @@ void products(uint base, uint wr, uint wc) {
 // tensor.comp's ldexp(A_2 2^-14 + A_3 2^-21, e_c + e_j) / |e_j|, rounded once,
 // since the integer sum and both power-of-two scalings are exact in f64 (the
 // exponents are those of f32 values, far inside f64's normal range).
-void combine(uint s0, uint c0, uint tile, uint wr, uint wc) {
-    const uint g = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
-    const uint scratch = g * SCRATCH, rr = lane / 2u, side = lane % 2u;
-    double best1[CM_FR], best2[CM_FR], scale[CM_FR];
-    uint best_j[CM_FR];
-    [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-        best1[fr] = INF;
-        best2[fr] = INF;
-        best_j[fr] = INDEX_NONE;
-        const uint s = s0 + (wr * CM_FR + fr) * M + rr;
-        scale[fr] = s < pc.sequences ? ldexp(1.0lf, int(state_f64[s * STATE_F64 + F_EXPONENT]) - 21) : 0.0lf;
+
+// 2^(e_j) / |e_j| of the lane's 8 columns from j0 (read once for its CM_FR rows).
+void column_weights(uint j0, out double w[8]) {
+    [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+        const uint j = min(j0 + e, pc.num_items - 1u);
+        w[e] = ldexp(double(inv_norm[j]), table_exponent[j]);
     }
-    [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
-        const uint j0 = c0 + (wc * CM_FC + fc) * N + side * 8u;  // a multiple of 8: one mask word
-        double w[8];  // 2^(e_j) / |e_j| of the lane's columns, read once for its CM_FR rows
-        [[unroll]] for (uint e = 0u; e < 8u; ++e) {
-            const uint j = min(j0 + e, pc.num_items - 1u);
-            w[e] = ldexp(double(inv_norm[j]), table_exponent[j]);
+}
+
+// Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â
+// from the block's sums x2, x3 (A_2, A_3), a_low written, the lane's two
+// least â and the index of the least kept.
+void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
+                inout double best1, inout double best2, inout uint best_j) {
+    if (s >= pc.sequences || j0 >= pc.num_items) return;
+    const uint masked = mask[s * words32() + j0 / 32u] >> (j0 % 32u);
+    [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+        const uint j = j0 + e;
+        if (j >= pc.num_items) break;
+        double a = INF;
+        if ((masked & (1u << e)) == 0u) {
+            const double x = double(int(x2[e / 4u][e % 4u])) * 128.0lf + double(int(x3[e / 4u][e % 4u]));
+            a = x * (w[e] * scale);
         }
-        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-            const uint i = fr * CM_FC + fc;
-            coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-            // Orders the subgroup's stores before its lanes read them.
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            const uint at = scratch + rr * (N / 4u) + side * 2u;
-            const uvec4 x2[2] = { stage[at], stage[at + 1u] };
-            const uvec4 x3[2] = { stage[at + M * N / 4u], stage[at + M * N / 4u + 1u] };
-            // Orders the lanes' reads before the next block's stores.
-            subgroupBarrier();
-            const uint s = s0 + (wr * CM_FR + fr) * M + rr;
-            if (s < pc.sequences && j0 < pc.num_items) {
-                const uint masked = mask[s * words32() + j0 / 32u] >> (j0 % 32u);
-                [[unroll]] for (uint e = 0u; e < 8u; ++e) {
-                    const uint j = j0 + e;
-                    if (j >= pc.num_items) break;
-                    double a = INF;
-                    if ((masked & (1u << e)) == 0u) {
-                        const double x = double(int(x2[e / 4u][e % 4u])) * 128.0lf + double(int(x3[e / 4u][e % 4u]));
-                        a = x * (w[e] * scale[fr]);
-                    }
-                    a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
-                    if (a < best1[fr]) {  // j ascending within a lane: the first of equal â is the least j
-                        best2[fr] = best1[fr];
-                        best1[fr] = a;
-                        best_j[fr] = j;
-                    } else if (a < best2[fr]) {
-                        best2[fr] = a;
-                    }
-                }
-            }
+        a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
+        if (a < best1) {  // j ascending within a lane: the first of equal â is the least j
+            best2 = best1;
+            best1 = a;
+            best_j = j;
+        } else if (a < best2) {
+            best2 = a;
         }
     }
+}
+
+// The tile's partial per sequence row: each lane's minima through shared
+// memory, folded by one thread a row.
+void fold_minima(uint s0, uint tile, uint wr, uint wc, double best1[CM_FR], double best2[CM_FR], uint best_j[CM_FR]) {
+    const uint lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
     [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-        const uint at = ((wr * CM_FR + fr) * M + rr) * PARTS + wc * 2u + side;
+        const uint at = ((wr * CM_FR + fr) * M + lane / 2u) * PARTS + wc * 2u + lane % 2u;
         stage[MINIMA_A + at] = uvec4(unpackDouble2x32(best1[fr]), unpackDouble2x32(best2[fr]));
         stage[MINIMA_J + at] = uvec4(best_j[fr], 0u, 0u, 0u);
     }
@@ -262,13 +247,14 @@ void combine(uint s0, uint c0, uint tile, uint wr, uint wc) {
 }
 
 void main() {
-    const uint g = gl_SubgroupID;
+    const uint g = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const uint wr = g / CM_WC, wc = g % CM_WC;
     // Workgroups taken sequence tile fastest: those resident at once share a
     // tile of the table, which is then read from memory about once a step.
     const uint linear_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     const uint tile = linear_group / gl_NumWorkGroups.y;
     const uint s0 = linear_group % gl_NumWorkGroups.y * TILE_S, c0 = tile * TILE_C;
+    ACC a2[CM_FR * CM_FC], a3[CM_FR * CM_FC];
     [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) {
         a2[i] = ACC(0);
         a3[i] = ACC(0);
@@ -283,7 +269,7 @@ void main() {
     for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
         const bool more = k0 + STAGE_BYTES < pc.row_bytes;
         if (more) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
-        products(b * STAGE, wr, wc);
+        PRODUCTS(b * STAGE)
         if (more) store_stage(b ^ 1u, pre);
         // Orders this stage's reads before the next overwrites it (and the
         // last one's before the combine's), and the next stage's writes
@@ -299,20 +285,50 @@ void main() {
         // Orders the stage's writes before its reads.
         barrier();
         if (k0 + STAGE_BYTES < pc.row_bytes) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
-        products(0u, wr, wc);
+        PRODUCTS(0u)
     }
     // Orders the last stage's reads before the combine's writes.
     barrier();
 #endif
+    const uint scratch = g * SCRATCH;
 #if DIVGPU_COOPMAT_PRODUCTS_ONLY
     // Every accumulator kept live through one stored sum; the partials are garbage.
     ACC sum = ACC(0);
     [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) sum = sum + a2[i] + a3[i];
-    coopMatStore(sum, stage, g * SCRATCH, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatStore(sum, stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
     barrier();
     if (gl_LocalInvocationID.x < TILE_S && s0 + gl_LocalInvocationID.x < pc.sequences)
         partial_j[(s0 + gl_LocalInvocationID.x) * pc.tiles + tile] = stage[gl_LocalInvocationID.x].x;
 #else
-    combine(s0, c0, tile, wr, wc);
+    const uint rr = lane / 2u, side = lane % 2u;
+    double best1[CM_FR], best2[CM_FR], scale[CM_FR];
+    uint best_j[CM_FR];
+    [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+        best1[fr] = INF;
+        best2[fr] = INF;
+        best_j[fr] = INDEX_NONE;
+        const uint s = s0 + (wr * CM_FR + fr) * M + rr;
+        scale[fr] = s < pc.sequences ? ldexp(1.0lf, int(state_f64[s * STATE_F64 + F_EXPONENT]) - 21) : 0.0lf;
+    }
+    [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+        const uint j0 = c0 + (wc * CM_FC + fc) * N + side * 8u;
+        double w[8];
+        column_weights(j0, w);
+        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+            const uint i = fr * CM_FC + fc;
+            coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            // Orders the subgroup's stores before its lanes read them.
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            const uint at = scratch + rr * (N / 4u) + side * 2u;
+            const uvec4 x2[2] = { stage[at], stage[at + 1u] };
+            const uvec4 x3[2] = { stage[at + M * N / 4u], stage[at + M * N / 4u + 1u] };
+            // Orders the lanes' reads before the next block's stores.
+            subgroupBarrier();
+            take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], best1[fr], best2[fr], best_j[fr]);
+        }
+    }
+    fold_minima(s0, tile, wr, wc, best1, best2, best_j);
 #endif
 }
