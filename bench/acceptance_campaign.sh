@@ -240,6 +240,7 @@ tensor() {  # the tensor filter on tensor cores: parity with the plain path, the
         >"$OUT/tensor_paths.jsonl" 2>"$LOGS/tensor_paths.log"
     echo "  tensor_paths (seed table): exit $?" | tee -a "$OUT/summary.txt"
     sed 's/^/    /' "$OUT/tensor_paths.jsonl" | tee -a "$OUT/summary.txt"
+    [ "${TENSOR_BIG:-1}" = 1 ] || return 0  # TENSOR_BIG=0: the seed table's paths and rates only
     BIG=$(npy_table "$BIG_N" "$BIG_D")
     # BIG_PATHS=0 leaves out the big table's check (the plain path's step there takes minutes).
     if [ "${BIG_PATHS:-1}" = 1 ]; then

@@ -8,10 +8,11 @@
 --   luajit bench/tensor_paths.lua TABLE STARTS LENGTH [TILINGS] [PLAIN_RUNS]
 -- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc[,k[,stages]] ..."
 -- (default: the shipped one). PLAIN_RUNS: whole runs of the plain path
--- (default 1; 0 on tables where it takes minutes). PRODUCTS_ONLY=1 in the
--- environment: each tiling's tensor-core loop is timed also without the f64
--- combine (DIVGPU_COOPMAT_PRODUCTS_ONLY, a bench variant whose results are
--- garbage, so never checked), to show which of the two binds.
+-- (default 1; 0 on tables where it takes minutes). PRODUCTS_ONLY="1 2 .."
+-- in the environment: each tiling's tensor-core loop is timed also at those
+-- levels of DIVGPU_COOPMAT_PRODUCTS_ONLY (tensor_coopmat.comp: without the
+-- combine, then without global loads, ...), bench variants whose results are
+-- garbage and never checked, to show what binds.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
@@ -30,7 +31,10 @@ for w in (arg[4] or ""):gmatch("%S+") do
 end
 if #tilings == 0 then tilings[1] = tensor.COOPMAT_TILING end
 local function name_of(t) return string.format("%d,%d,%d,%d,%d,%d", t.wr, t.wc, t.fr, t.fc, t.k, t.stages) end
-local products_only = os.getenv("PRODUCTS_ONLY") == "1"
+local levels = {}
+for w in (os.getenv("PRODUCTS_ONLY") or ""):gmatch("%d+") do levels[#levels + 1] = tonumber(w) end
+local LEVEL_NAMES = { " without the combine", " without the combine or global loads",
+                      " from registers (fragments loaded once)", " without the combine, global loads or barriers" }
 
 local e
 do
@@ -99,20 +103,22 @@ end
 against_plain("the twin (A_3 without p_2 q_1; must differ)",
     assert(tensor.job(ctx, e, { coopmat = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })))
 
--- The bench variant without the combine: its kernel dispatched on the
--- tiling's own batch (the same bindings), so the same slices are multiplied.
+-- The bench variants (levels): their kernels dispatched on the tiling's own
+-- batch (the same bindings), so the same slices are multiplied.
 local bare = {}
-if products_only then
-    for i, t in ipairs(tilings) do
-        bare[i] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t,
-                                             coopmat_defines = { DIVGPU_COOPMAT_PRODUCTS_ONLY = 1 } })).coopmat
+for i, t in ipairs(tilings) do
+    bare[i] = {}
+    for _, level in ipairs(levels) do
+        local job = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t,
+                                               coopmat_defines = { DIVGPU_COOPMAT_PRODUCTS_ONLY = level } }))
+        bare[i][level] = job.coopmat
     end
 end
-local function products_of(i, without_combine)
-    if not without_combine then return products_seconds(batches[i], 20) end
+local function products_of(i, level)
+    if not level then return products_seconds(batches[i], 20) end
     local job = batches[i].job
     local kept = job.coopmat
-    job.coopmat = bare[i]
+    job.coopmat = bare[i][level]
     local s = products_seconds(batches[i], 20)
     job.coopmat = kept
     return s
@@ -124,10 +130,11 @@ print(string.format('{"products": "plain", "gpu_seconds": %.6f, "useful_int8_top
     2 * step_macs / plain_products / 1e12))
 for round = 1, 3 do
     for i, t in ipairs(tilings) do
-        for _, v in ipairs(products_only and { "", " without the combine" } or { "" }) do
-            local s = products_of(i, v ~= "")
+        for v = 0, #levels do
+            local level = levels[v]
+            local s = products_of(i, level)
             print(string.format('{"products": "coopmat %s%s", "round": %d, "gpu_seconds": %.6f, "useful_int8_tops": %.2f}',
-                name_of(t), v, round, s, 2 * step_macs / s / 1e12))
+                name_of(t), level and LEVEL_NAMES[level] or "", round, s, 2 * step_macs / s / 1e12))
             io.stdout:flush()
         end
     end

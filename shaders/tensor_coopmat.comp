@@ -28,12 +28,16 @@
 #ifndef DIVGPU_COOPMAT_PERTURB
 #define DIVGPU_COOPMAT_PERTURB 0
 #endif
-// DIVGPU_COOPMAT_PRODUCTS_ONLY = 1 (bench only, wrong results): the products
-// without the combine, to time the tensor-core loop apart from the f64 epilogue.
+// DIVGPU_COOPMAT_PRODUCTS_ONLY (bench only, wrong results), to see what binds
+// the tensor-core loop: 1 = the products without the combine; 2 = and without
+// global loads after the first stage (the same stage multiplied every time);
+// 3 = and the fragments loaded once (MulAdds from registers, the barriers
+// kept); 4 = as 2 without the barriers.
 #ifndef DIVGPU_COOPMAT_PRODUCTS_ONLY
 #define DIVGPU_COOPMAT_PRODUCTS_ONLY 0
 #endif
-// The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the same).
+const bool GLOBAL_LOADS = DIVGPU_COOPMAT_PRODUCTS_ONLY < 2;
+const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
 #ifndef CM_WR
 #define CM_WR 4   // subgroups along the sequences
 #define CM_WC 2   // subgroups along the candidates
@@ -173,6 +177,17 @@ const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
         } \
     }
 
+// Bench level 3: the first stage's fragments, loaded once, multiplied every time.
+#define PRODUCTS_FROM_REGISTERS \
+    [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) { \
+        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
+            const uint i = fr * CM_FC + fc; \
+            a2[i] = coopMatMulAdd(r1[fr], s1[fc], a2[i]); \
+            a3[i] = coopMatMulAdd(r1[fr], s2[fc], a3[i]); \
+            a3[i] = coopMatMulAdd(r2[fr], s1[fc], a3[i]); \
+        } \
+    }
+
 // The combine (tensor.md section 2), a 16 x 16 block at a time through the
 // subgroup's scratch: lane l takes row l / 2, columns (l % 2) * 8 .. + 8.
 // â = (A_2 2^7 + A_3) * (2^(e_j) / |e_j| * 2^(e_c - 21)): the same real as
@@ -261,35 +276,54 @@ void main() {
     }
     uvec4 pre[LOADS];
     load_stage(s0, c0, 0u, pre);
-#if CM_STAGES == 2
+#if DIVGPU_COOPMAT_PRODUCTS_ONLY == 3
+    store_stage(0u, pre);
+    barrier();
+    MAT_A r1[CM_FR], r2[CM_FR];
+    MAT_B s1[CM_FC], s2[CM_FC];
+    [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
+        const uint r = (wr * CM_FR + fr) * M;
+        coopMatLoad(r1[fr], stage, r * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(r2[fr], stage, (TILE_S + r) * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
+    }
+    [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
+        const uint c = A_ROWS + (wc * CM_FC + fc) * N;
+        coopMatLoad(s1[fc], stage, c * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(s2[fc], stage, (TILE_C + c) * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
+    }
+    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) {
+        PRODUCTS_FROM_REGISTERS
+        barrier();
+    }
+#elif CM_STAGES == 2
     store_stage(0u, pre);
     // Orders the first stage before any subgroup reads it.
     barrier();
     uint b = 0u;
     for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
-        const bool more = k0 + STAGE_BYTES < pc.row_bytes;
+        const bool more = GLOBAL_LOADS && k0 + STAGE_BYTES < pc.row_bytes;
         if (more) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
         PRODUCTS(b * STAGE)
         if (more) store_stage(b ^ 1u, pre);
         // Orders this stage's reads before the next overwrites it (and the
         // last one's before the combine's), and the next stage's writes
         // before its reads.
-        barrier();
-        b ^= 1u;
+        if (STAGE_BARRIERS) barrier();
+        if (GLOBAL_LOADS) b ^= 1u;
     }
 #else
     for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
         // Orders the last stage's reads before this one's writes.
-        barrier();
-        store_stage(0u, pre);
+        if (STAGE_BARRIERS) barrier();
+        if (GLOBAL_LOADS || k0 == 0u) store_stage(0u, pre);
         // Orders the stage's writes before its reads.
-        barrier();
-        if (k0 + STAGE_BYTES < pc.row_bytes) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
+        if (STAGE_BARRIERS || k0 == 0u) barrier();
+        if (GLOBAL_LOADS && k0 + STAGE_BYTES < pc.row_bytes) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
         PRODUCTS(0u)
     }
+#endif
     // Orders the last stage's reads before the combine's writes.
     barrier();
-#endif
     const uint scratch = g * SCRATCH;
 #if DIVGPU_COOPMAT_PRODUCTS_ONLY
     // Every accumulator kept live through one stored sum; the partials are garbage.
