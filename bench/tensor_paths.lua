@@ -62,10 +62,11 @@ local function step_one(job)
     return batch
 end
 
--- The products alone, `repeats` times in one submission: GPU seconds each.
-local function products_seconds(batch, repeats)
+-- The products alone, `repeats` times in one submission (of `variant`, a
+-- bench kernel, where given): GPU seconds each.
+local function products_seconds(batch, repeats, variant)
     local rec = assert(ctx:recorder())
-    for _ = 1, repeats do assert(batch:record_products(rec)) end
+    for _ = 1, repeats do assert(batch:record_products(rec, variant)) end
     assert(rec:submit())
     local gpu = assert(rec:wait())
     return gpu / repeats
@@ -104,24 +105,27 @@ against_plain("the twin (A_3 without p_2 q_1; must differ)",
     assert(tensor.job(ctx, e, { coopmat = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })))
 
 -- The bench variants (levels): their kernels dispatched on the tiling's own
--- batch (the same bindings), so the same slices are multiplied.
+-- batch (the same buffers), so the same slices are multiplied. Each must be
+-- what ran: its tile argmins (garbage) differ from the real kernel's.
 local bare = {}
 for i, t in ipairs(tilings) do
     bare[i] = {}
+    local real = assert(batches[i].buffers.partial_index:read("u32"))
     for _, level in ipairs(levels) do
-        local job = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t,
-                                               coopmat_defines = { DIVGPU_COOPMAT_PRODUCTS_ONLY = level } }))
-        bare[i][level] = job.coopmat
+        bare[i][level] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t,
+                                                    coopmat_defines = { DIVGPU_COOPMAT_PRODUCTS_ONLY = level } })).coopmat
+        products_seconds(batches[i], 1, bare[i][level])
+        local got = assert(batches[i].buffers.partial_index:read("u32"))
+        local differ = 0
+        for k = 1, #real do if got[k] ~= real[k] then differ = differ + 1 end end
+        print(string.format('{"check": "level %d of %s ran (its tile argmins against the real kernel\'s)", '
+            .. '"argmins": %d, "differ": %d}', level, name_of(t), #real, differ))
+        assert(differ > 0, "the bench variant's dispatch ran the real kernel")
     end
+    products_seconds(batches[i], 1)  -- the real kernel's a_low and minima back
 end
 local function products_of(i, level)
-    if not level then return products_seconds(batches[i], 20) end
-    local job = batches[i].job
-    local kept = job.coopmat
-    job.coopmat = bare[i][level]
-    local s = products_seconds(batches[i], 20)
-    job.coopmat = kept
-    return s
+    return products_seconds(batches[i], 20, level and bare[i][level] or nil)
 end
 
 -- The products alone, each tiling in turn, three rounds (and the plain path once).

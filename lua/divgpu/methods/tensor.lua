@@ -271,10 +271,20 @@ end
 Job.batch = batches.maker(make_batch)
 
 --- The products of one step: on tensor cores, or tensor.comp's own phase.
-local function record_products(self, rec, push)
+-- `variant`: another tensor_coopmat kernel of the same tiling (a bench
+-- variant), bound once to this batch's buffers.
+local function record_products(self, rec, push, variant)
     local job = self.job
     if job.coopmat then
-        return job.coopmat:dispatch(rec, self.coopmat_group, { num_items = job.n, sequences = self.count,
+        local kernel, group = job.coopmat, self.coopmat_group
+        if variant then
+            local named = {}
+            for _, name in ipairs(COOPMAT.bindings) do named[name] = self.buffers[name] end
+            self.variant_groups = self.variant_groups or {}
+            self.variant_groups[variant] = self.variant_groups[variant] or need(variant:bind(named))
+            kernel, group = variant, self.variant_groups[variant]
+        end
+        return kernel:dispatch(rec, group, { num_items = job.n, sequences = self.count,
             row_bytes = job.words * 4, seq_rows = push.seq_rows, item_rows = job.item_rows, tiles = job.tiles },
             job.tiles, ceil(self.count / job.coopmat_tile.sequences))
     end
@@ -291,10 +301,14 @@ end
 
 --- Records the current step's products alone on `rec` (bench/tensor_paths.lua
 --- times them): the slices of the step last recorded are read again, and
---- a_low and the tile minima written again with the same values. true, or nil, err.
-function Batch:record_products(rec)
+--- a_low and the tile minima written again with the same values. `variant`
+--- (optional): a tensor_coopmat kernel of the job's tiling built with other
+--- defines (a bench variant), dispatched instead on this batch's buffers.
+--- true, or nil, err.
+function Batch:record_products(rec, variant)
     return catch(function()
-        need(record_products(self, rec, step_push(self, 1)))
+        if variant and not self.job.coopmat then fail("tensor: a products variant needs the tensor-core path") end
+        need(record_products(self, rec, step_push(self, 1), variant))
         -- Orders each repetition's writes before the next.
         need(rec:barrier())
         return true
