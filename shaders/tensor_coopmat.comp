@@ -204,28 +204,49 @@ void column_weights(uint j0, out double w[8]) {
 }
 
 // Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â
-// from the block's sums x2, x3 (A_2, A_3), a_low written, the lane's two
-// least â and the index of the least kept.
-void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
+// from the block's sums x2, x3 (A_2, A_3), rounded down into `low` (a_low's
+// f32 bits, stored by the caller), the lane's two least â and the least's
+// index kept. No early exit, so the 8 pairs unroll into straight-line code.
+void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale, out uvec4 low[2],
                 inout double best1, inout double best2, inout uint best_j) {
-    if (s >= pc.sequences || j0 >= pc.num_items) return;
-    const uint masked = mask[s * words32() + j0 / 32u] >> (j0 % 32u);
+    const bool row = s < pc.sequences;
+    const uint masked = row && j0 < pc.num_items ? mask[s * words32() + j0 / 32u] >> (j0 % 32u) : 0xffu;
     [[unroll]] for (uint e = 0u; e < 8u; ++e) {
         const uint j = j0 + e;
-        if (j >= pc.num_items) break;
         double a = INF;
         if ((masked & (1u << e)) == 0u) {
             const double x = double(int(x2[e / 4u][e % 4u])) * 128.0lf + double(int(x3[e / 4u][e % 4u]));
             a = x * (w[e] * scale);
         }
-        a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
-        if (a < best1) {  // j ascending within a lane: the first of equal â is the least j
-            best2 = best1;
-            best1 = a;
-            best_j = j;
-        } else if (a < best2) {
-            best2 = a;
+        low[e / 4u][e % 4u] = a == INF ? 0x7f800000u : floatBitsToUint(round_down(a));
+        if (row && j < pc.num_items) {
+            if (a < best1) {  // j ascending within a lane: the first of equal â is the least j
+                best2 = best1;
+                best1 = a;
+                best_j = j;
+            } else if (a < best2) {
+                best2 = a;
+            }
         }
+    }
+}
+
+// The block's a_low from each lane's `low` (row l / 2, columns (l % 2) * 8
+// .. + 8) through the subgroup's scratch, so that each store writes two
+// rows' 64 contiguous bytes, not 32 scattered words.
+void store_a_low(uint scratch, uint row0, uint col0, uvec4 low[2]) {
+    const uint lane = gl_SubgroupInvocationID;
+    const uint at = scratch + lane / 2u * (N / 4u) + lane % 2u * 2u;
+    stage[at] = low[0];
+    stage[at + 1u] = low[1];
+    // Orders the lanes' writes before their reads across the subgroup.
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    const uint col = col0 + lane % 16u;
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        const uint r = 2u * i + lane / 16u;
+        const uint bits = stage[scratch + r * (N / 4u) + lane % 16u / 4u][lane % 4u];
+        if (row0 + r < pc.sequences && col < pc.num_items) a_low[(row0 + r) * pc.num_items + col] = uintBitsToFloat(bits);
     }
 }
 
@@ -358,9 +379,13 @@ void main() {
             const uint at = scratch + rr * (N / 4u) + side * 2u;
             const uvec4 x2[2] = { stage[at], stage[at + 1u] };
             const uvec4 x3[2] = { stage[at + M * N / 4u], stage[at + M * N / 4u + 1u] };
+            // Orders the lanes' reads before the scratch is written again.
+            subgroupBarrier();
+            uvec4 low[2];
+            take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], low, best1[fr], best2[fr], best_j[fr]);
+            store_a_low(scratch, s0 + (wr * CM_FR + fr) * M, c0 + (wc * CM_FC + fc) * N, low);
             // Orders the lanes' reads before the next block's stores.
             subgroupBarrier();
-            take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], best1[fr], best2[fr], best_j[fr]);
         }
     }
     fold_minima(s0, tile, wr, wc, best1, best2, best_j);
