@@ -71,15 +71,14 @@ layout(push_constant) uniform Push {
     uint tiles;       // ceil(N / TILE_C): the partials a sequence has
 } pc;
 
-layout(std430, set = 0, binding = 0) readonly buffer InvNorm { float inv_norm[]; };
+layout(std430, set = 0, binding = 0) readonly buffer ColumnWeights { double column_weight[]; };  // [N]: 2^e_j / |E_j|
 layout(std430, set = 0, binding = 1) readonly buffer TableSlices { uvec4 table_slice[]; };       // [2][item_rows][row_bytes]
-layout(std430, set = 0, binding = 2) readonly buffer Exponents { int table_exponent[]; };
-layout(std430, set = 0, binding = 3) readonly buffer CentroidSlices { uvec4 centroid_slice[]; }; // [2][seq_rows][row_bytes]
-layout(std430, set = 0, binding = 4) readonly buffer Masks { uint mask[]; };
-layout(std430, set = 0, binding = 5) readonly buffer StateF64 { double state_f64[]; };            // [S][4]
-layout(std430, set = 0, binding = 6) writeonly buffer ALow { float a_low[]; };
-layout(std430, set = 0, binding = 7) writeonly buffer Partials { dvec2 partial_a[]; };
-layout(std430, set = 0, binding = 8) writeonly buffer PartialIndex { uint partial_j[]; };
+layout(std430, set = 0, binding = 2) readonly buffer CentroidSlices { uvec4 centroid_slice[]; }; // [2][seq_rows][row_bytes]
+layout(std430, set = 0, binding = 3) readonly buffer Masks { uint mask[]; };
+layout(std430, set = 0, binding = 4) readonly buffer StateF64 { double state_f64[]; };            // [S][4]
+layout(std430, set = 0, binding = 5) writeonly buffer ALow { float a_low[]; };
+layout(std430, set = 0, binding = 6) writeonly buffer Partials { dvec2 partial_a[]; };
+layout(std430, set = 0, binding = 7) writeonly buffer PartialIndex { uint partial_j[]; };
 
 const uint F_EXPONENT = 1u, STATE_F64 = 4u;
 #define INF uint64BitsToDouble(0x7ff0000000000000ul)
@@ -190,17 +189,16 @@ const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
 
 // The combine (tensor.md section 2), a 16 x 16 block at a time through the
 // subgroup's scratch: lane l takes row l / 2, columns (l % 2) * 8 .. + 8.
-// â = (A_2 2^7 + A_3) * (2^(e_j) / |e_j| * 2^(e_c - 21)): the same real as
-// tensor.comp's ldexp(A_2 2^-14 + A_3 2^-21, e_c + e_j) / |e_j|, rounded once,
+// â = (A_2 2^7 + A_3) * (2^(e_j) / |E_j| * 2^(e_c - 21)): the same real as
+// tensor.comp's ldexp(A_2 2^-14 + A_3 2^-21, e_c + e_j) / |E_j|, rounded once,
 // since the integer sum and both power-of-two scalings are exact in f64 (the
 // exponents are those of f32 values, far inside f64's normal range).
 
-// 2^(e_j) / |e_j| of the lane's 8 columns from j0 (read once for its CM_FR rows).
+// 2^(e_j) / |E_j| of the lane's 8 columns from j0 (read once for its CM_FR
+// rows), each exact in f64 and cut on the host with the slices
+// (src/contract/tensor.rs: ldexp of the f32 inverse norm).
 void column_weights(uint j0, out double w[8]) {
-    [[unroll]] for (uint e = 0u; e < 8u; ++e) {
-        const uint j = min(j0 + e, pc.num_items - 1u);
-        w[e] = ldexp(double(inv_norm[j]), table_exponent[j]);
-    }
+    [[unroll]] for (uint e = 0u; e < 8u; ++e) w[e] = column_weight[min(j0 + e, pc.num_items - 1u)];
 }
 
 // Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â

@@ -134,6 +134,9 @@ pub struct TableSlices {
     pub item_rows: usize,
     pub packed: Vec<u32>,
     pub exponents: Vec<i32>,
+    /// Each row's 2^e_j / |E_j| (the f32 inverse norm times its slice scale,
+    /// exact in f64): tensor_coopmat.comp's per-column factor.
+    pub weights: Vec<f64>,
     pub factors: [f64; FACTORS],
 }
 
@@ -192,7 +195,8 @@ pub fn table_slices(t: &Table, norms: &[f64]) -> TableSlices {
         .map(|(task, ((p0, p1), e))| slice_rows(t, norms, task * ROWS_A_TASK, [p0, p1], e, words))
         .reduce(|| [0f64; FACTORS], |a, b| std::array::from_fn(|k| a[k].max(b[k])));
     let up = 1.0 + 2f64.powi(-40);
-    TableSlices { words, item_rows, packed, exponents, factors: f.map(|x| x * up) }
+    let weights = exponents.iter().zip(&t.inv_norm).map(|(&e, &inv)| inv as f64 * 2f64.powi(e)).collect();
+    TableSlices { words, item_rows, packed, exponents, weights, factors: f.map(|x| x * up) }
 }
 
 /// Why the tensor filter cannot certify this table, if it cannot.
@@ -286,6 +290,13 @@ mod tests {
         assert_eq!(differ(&wrong), 1);
         // The padding rows stay zero.
         assert!(ts.packed[n * ts.words..plane].iter().all(|&w| w == 0));
+        // Each row's column weight is its f32 inverse norm times its slice scale, exactly.
+        let weight_misses = |w: &[f64]| (0..n).filter(|&j| w[j] != t.inv_norm[j] as f64 * 2f64.powi(slice(t.row(j)).exponent)).count();
+        assert_eq!(weight_misses(&ts.weights), 0);
+        assert!(ts.exponents.iter().any(|&e| e != 0), "every scale is 1: the weights' check is vacuous");
+        // Twin: the weights without the scale are seen wherever a scale is not 1.
+        let unscaled: Vec<f64> = t.inv_norm.iter().map(|&v| v as f64).collect();
+        assert!(weight_misses(&unscaled) > 0);
         // The factors are the maxima over every row, whichever task held it.
         let serial_imax = t.inv_norm.iter().fold(0f64, |m, &v| m.max(v as f64));
         assert_eq!(ts.factors[1], serial_imax * (1.0 + 2f64.powi(-40)));

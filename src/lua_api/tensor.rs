@@ -11,7 +11,8 @@ use crate::contract::{gram, tensor};
 
 /// `jobs.tensor_slices(e)` -> { planes = 2, words =, item_rows =, slices = u32
 /// array [planes][item_rows][words] (packed int8), exponents = u32 array [N]
-/// (two's complement i32), factors = f64 array {P, Imax, Q2, Ehat, R} }, or
+/// (two's complement i32), weights = f64 array [N] (2^e_j / |E_j|), factors =
+/// f64 array {P, Imax, Q2, Ehat, R} }, or
 /// nil, why for a table the filter cannot certify (an expected answer, not
 /// misuse: the driver then runs another method).
 fn tensor_slices(lua: &Lua, e: &Embeddings) -> mlua::Result<(Value, Option<String>)> {
@@ -26,6 +27,7 @@ fn tensor_slices(lua: &Lua, e: &Embeddings) -> mlua::Result<(Value, Option<Strin
     out.set("item_rows", s.item_rows)?;
     out.set("slices", HostArray::U32(s.packed))?;
     out.set("exponents", HostArray::U32(s.exponents.iter().map(|&x| x as u32).collect()))?;
+    out.set("weights", HostArray::F64(s.weights))?;
     out.set("factors", HostArray::F64(s.factors.to_vec()))?;
     Ok((Value::Table(out), None))
 }

@@ -127,7 +127,8 @@ local function upload(self, ctx, e, slices)
         { "inv_norm_buffer", need(e:inv_norms()), "inv_norm" },
         { "factors_buffer", slices.factors, "tensor bound factors" },
         { "slices_buffer", slices.slices, "table slices" },
-        { "exponents_buffer", slices.exponents, "table exponents" } }, self))
+        { "exponents_buffer", slices.exponents, "table exponents" },
+        { "weights_buffer", slices.weights, "column weights" } }, self))
 end
 
 local function make_job(ctx, e, opts)
@@ -232,6 +233,13 @@ end
 
 local Batch = batches.class()
 
+-- The buffers a kernel of `descriptor` binds, by name, of a batch's `buffers`.
+local function bindings_of(descriptor, buffers)
+    local named = {}
+    for _, name in ipairs(descriptor.bindings) do named[name] = buffers[name] end
+    return named
+end
+
 local function zeroed(ctx, bytes, name)
     local buffer = need(ctx:buffer(bytes, name))
     need(buffer:fill(0))
@@ -246,7 +254,7 @@ local function make_batch(self, starts, ring, in_flight)
     b.winners_buffer = need(ctx:buffer(count * ring * 4, "winners", "host"))
     local buffers = {
         embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer, job_factors = self.factors_buffer,
-        table_slices = self.slices_buffer, exponents = self.exponents_buffer,
+        table_slices = self.slices_buffer, exponents = self.exponents_buffer, column_weights = self.weights_buffer,
         centroids = need(ctx:upload(need(self.embeddings:gather_f64(starts)), "centroids")),
         centroid_slices = need(ctx:buffer(self.planes * ceil(count / 16) * 16 * self.words * 4, "centroid slices")),
         masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, n)), "masks")),
@@ -257,12 +265,8 @@ local function make_batch(self, starts, ring, in_flight)
         a_exact = need(ctx:buffer(self.check and count * n * 8 or 8, "approximations (the check)")),
     }
     b.buffers = buffers  -- by binding name (bench/tensor_paths.lua reads a_low)
-    b.group = need(self.kernel:bind(buffers))
-    if self.coopmat then
-        local named = {}
-        for _, name in ipairs(COOPMAT.bindings) do named[name] = buffers[name] end
-        b.coopmat_group = need(self.coopmat:bind(named))
-    end
+    b.group = need(self.kernel:bind(bindings_of(TENSOR, buffers)))
+    if self.coopmat then b.coopmat_group = need(self.coopmat:bind(bindings_of(COOPMAT, buffers))) end
     need(b:add_recorders(in_flight))
     return b
 end
@@ -278,10 +282,9 @@ local function record_products(self, rec, push, variant)
     if job.coopmat then
         local kernel, group = job.coopmat, self.coopmat_group
         if variant then
-            local named = {}
-            for _, name in ipairs(COOPMAT.bindings) do named[name] = self.buffers[name] end
             self.variant_groups = self.variant_groups or {}
-            self.variant_groups[variant] = self.variant_groups[variant] or need(variant:bind(named))
+            self.variant_groups[variant] = self.variant_groups[variant]
+                or need(variant:bind(bindings_of(COOPMAT, self.buffers)))
             kernel, group = variant, self.variant_groups[variant]
         end
         return kernel:dispatch(rec, group, { num_items = job.n, sequences = self.count,
