@@ -21,6 +21,8 @@
 #   bash bench/acceptance_campaign.sh million   1,048,576 x 384 made here as .npy, 1,024 sequences,
 #                                               --length 101, binary cache, the rows layout beside,
 #                                               verify --sample, PyTorch beside
+#   bash bench/acceptance_campaign.sh quick     one short call: the tensor filter's paths and rate on the seed
+#                                               table, then the big job and the million by auto against PyTorch
 #   bash bench/acceptance_campaign.sh stall     gram_parity.lua's third check in variants, each under a
 #                                               timeout, a line a chunk (bench/gram_stall_probe.lua)
 #   bash bench/acceptance_campaign.sh variants  the step kernel's forms (uniform barriers, warp-uniform branches) on the
@@ -257,6 +259,19 @@ tensor() {  # the tensor filter on tensor cores: parity with the plain path, the
     echo "  big_tensor verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
 }
 
+quick() {  # one short call: the tensor filter's paths and rate (seed table), the big job and the million by auto, PyTorch beside
+    TENSOR_BIG=0 tensor
+    BIG=$(npy_table "$BIG_N" "$BIG_D")
+    timed big_auto timeout 150 bin/divgpu run --embeddings "$BIG" --starts "0:$BIG_S" --length "$BIG_L" \
+        --progress-interval 10 --out /tmp/big_auto.json
+    against_peer big_torch "$BIG" "0:$BIG_S" "$BIG_L" big_auto
+    M=$(npy_table "$MILLION_N" 384)
+    timed million_run timeout 200 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \
+        --out /tmp/million.bin --progress-interval 5
+    timed million_convert timeout 60 bin/divgpu convert /tmp/million.bin --out /tmp/million_run.json
+    against_peer million_torch "$M" "0:$MILLION_S" 101 million_run
+}
+
 million() {
     t0=$EPOCHREALTIME
     M=$(npy_table "$MILLION_N" 384)
@@ -282,8 +297,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    seed | mid | large | diagnose | parity | real | gemm | gemm_tune | big | tensor | million | stall | variants | build | gram | direct) ;;
-    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, gemm_tune, big, tensor, million, stall, variants, build; gram, direct)" >&2; exit 2 ;;
+    seed | mid | large | diagnose | parity | real | gemm | gemm_tune | big | tensor | million | quick | stall | variants | build | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, gemm_tune, big, tensor, million, quick, stall, variants, build; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"

@@ -41,6 +41,23 @@ describe("a kernel descriptor is checked against its SPIR-V when the pipeline is
                                                                        acc_slots = 4, stage = 2 } })).pipeline)
     end)
 
+    it("every descriptor fits its default shipped SPIR-V without a device (tensor_coopmat included, which lavapipe cannot run)", function()
+        local divgpu = require "divgpu"
+        local names = kernel.names()
+        assert.truthy(#names >= 8, "only " .. #names .. " descriptors")
+        for _, name in ipairs(names) do
+            local d = kernel.descriptor(name)
+            local ok, why = divgpu.shaders.get(d.shader):check(d)
+            assert(ok, name .. ": " .. tostring(why))
+        end
+        -- Twin: tensor_coopmat's descriptor with a binding it no longer has is refused.
+        local coopmat = kernel.descriptor("tensor_coopmat")
+        local ok, why = divgpu.shaders.get("tensor_coopmat"):check(with(coopmat, "bindings",
+            { "inv_norm", "table_slices", "centroid_slices", "masks", "state_f64", "a_low", "partials", "partial_index" }))
+        assert.is_false(ok)
+        assert.matches("they differ at position 1", why, 1, true)
+    end)
+
     it("twin: two push fields swapped are refused, naming both orders", function()
         local err = refusal(with(tiled, "push", swapped(tiled.push, 3, 4)), { constants = constants })
         assert.matches("kernel 'tiled': the shader's push constants are [num_items, dim, step, ring, tile_size] "

@@ -126,6 +126,16 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         let r = crate::vk::spirv::reflect(&this.words).map_err(Error::Shader)?;
         Ok(r.push_constant_size)
     })?;
+    // spirv:check(descriptor) -> true, or nil, why: the kernel descriptor's
+    // interface against this SPIR-V, as ctx:pipeline checks it, without a
+    // device (so a kernel lavapipe cannot run is checked too).
+    m.add(lua, "check", |_, this: &Spirv, d: LuaTable| {
+        let r = crate::vk::spirv::reflect(&this.words).map_err(Error::Shader)?;
+        Ok(match r.check(&super::pipeline::interface_of(&d)?) {
+            Ok(()) => (true, None),
+            Err(why) => (false, Some(why)),
+        })
+    })?;
     // The SPIR-V as a u32 array, for inspection (e.g. looking for half arithmetic).
     m.add(lua, "to_array", |_, this: &Spirv, ()| Ok(HostArray::U32(this.words.clone())))?;
     Ok(m)

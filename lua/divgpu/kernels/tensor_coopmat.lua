@@ -4,8 +4,8 @@
 -- workgroup (its tiling: lua/divgpu/methods/tensor.lua's COOPMAT_TILING).
 -- A kernel of the tensor method's job, not a method of its own.
 return {
-    bindings = { "inv_norm", "table_slices", "exponents", "centroid_slices", "masks", "state_f64", "a_low",
-                 "partials", "partial_index" },
+    bindings = { "column_weights", "table_slices", "centroid_slices", "masks", "state_f64", "a_low", "partials",
+                 "partial_index" },
     push = { "num_items", "sequences", "row_bytes", "seq_rows", "item_rows", "tiles" },
     constants = {},
 }
