@@ -31,14 +31,15 @@ local _M = {}
 -- Gram step about 40 bytes of memory traffic a candidate-sequence-step
 -- (2.38 s for 3,584 x 8,358 x 8,359 at 4.2 TB/s: latency, not bandwidth,
 -- binds it, so it is charged as traffic at the measured rate).
--- The tensor filter's products (shaders/tensor_coopmat.comp, 64 x 64 tiles
--- staged in shared memory, two slices: three products a pair) 174 useful TOPS
--- of the 1,281 measured from registers on the H200 (2026-12-03, seed table): 0.136.
-_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.49, baseline = 0.05, tensor = 0.136 }
+-- The tensor filter's products (shaders/tensor_coopmat.comp, 128 x 128 tiles
+-- staged in shared memory, two slices: three products a pair, the f64
+-- combine included) 241 useful TOPS of the 1,281 measured from registers on
+-- the H200 (2026-12-03, seed table, bench/results/2026-12-03_h200_106b1f8): 0.188.
+_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.49, baseline = 0.05, tensor = 0.188 }
 -- Table values a second the host cuts into slices (src/contract/tensor.rs, on
--- every core), with the chain's certificate: 262,144 x 768 in 0.56 s on the
--- H200's host of 16 cores (2026-12-03; 3.5 s on 2 shared cores).
-_M.HOST_SLICE_RATE = 3.5e8
+-- every core), with the chain's certificate: 262,144 x 768 in 0.15 s and
+-- 1,048,576 x 384 in 0.27 s on the H200's host of 16 cores (2026-12-03).
+_M.HOST_SLICE_RATE = 1.3e9
 _M.GRAM_BYTES_PER_CANDIDATE_STEP = 40
 
 --- Seconds of the Gram method: G's build (one triangle of N^2 D fmas, f64),
