@@ -106,4 +106,38 @@ describe("tensor filter on tensor cores", function()
         local asked = assert(tensor.job(h.ctx(), e, { coopmat = false }))
         assert.truthy(asked.products_note:find("plain shader code", 1, true), asked.products_note)
     end)
+
+    it("the shipped tensor_coopmat SPIR-V is COOPMAT_TILING's (the shader's defaults and the Lua tiling agree)", function()
+        local t, src = tensor.COOPMAT_TILING, divgpu.shaders.source("tensor_coopmat")
+        local function words(defines)
+            return divgpu.shaders.compile(src, { name = "tensor_coopmat", defines = defines }):to_array()
+        end
+        local function same(a, b)
+            if #a ~= #b then return false end
+            for i = 1, #a do if a[i] ~= b[i] then return false end end
+            return true
+        end
+        local shipped = divgpu.shaders.get("tensor_coopmat"):to_array()
+        assert.is_true(same(shipped, words{ CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc, CM_KSTEPS = t.k,
+                                            CM_STAGES = t.stages }))
+        -- Twin: another tiling compiles to other words.
+        assert.is_false(same(shipped, words{ CM_WR = 2, CM_WC = 2, CM_FR = 2, CM_FC = 2, CM_KSTEPS = 1, CM_STAGES = 2 }))
+    end)
+
+    it("coopmat_shared_bytes gives what the H200's driver reported for three tilings (2026-12-03)", function()
+        -- Pipeline statistics' "Shared Memory Size" in bench/results/2026-12-03_h200_d3d92a4/tensor_paths.jsonl.
+        assert.are.equal(40960, tensor.coopmat_shared_bytes({ wr = 4, wc = 2, fr = 2, fc = 4, k = 2, stages = 1 }, 2))
+        assert.are.equal(49152, tensor.coopmat_shared_bytes({ wr = 4, wc = 2, fr = 2, fc = 4, k = 1, stages = 2 }, 2))
+        assert.are.equal(24576, tensor.coopmat_shared_bytes({ wr = 2, wc = 2, fr = 2, fc = 2, k = 1, stages = 2 }, 2))
+        -- One stage of one step at 64 x 64: the combine's memory (16 KB) is larger than the stage (12 KB).
+        assert.are.equal(16384, tensor.coopmat_shared_bytes({ wr = 2, wc = 2, fr = 2, fc = 2, k = 1, stages = 1 }, 2))
+    end)
+
+    it("a products variant on the plain path is refused in one line", function()
+        local e = assert(divgpu.synth{ n = 40, dim = 8, clusters = 4, seed = 2 })
+        local batch = assert(assert(tensor.job(h.ctx(), e)):batch(h.range(0, 2), 4, 1))
+        local ok, err = batch:record_products(assert(h.ctx():recorder()), {})
+        assert.is_nil(ok)
+        assert.truthy(tostring(err):find("a products variant needs the tensor-core path", 1, true), tostring(err))
+    end)
 end)

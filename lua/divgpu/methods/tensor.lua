@@ -197,7 +197,8 @@ end
 ---                    plain shader), nil (default: tensor cores where the device has them
 ---                    and the job asks for no variant of tensor.comp)
 ---   coopmat_tiling   { wr, wc, fr, fc, k, stages } (bench: the products' tiling; default COOPMAT_TILING)
----   coopmat_defines  a variant of tensor_coopmat.comp (DIVGPU_COOPMAT_PERTURB = 1: the twin)
+---   coopmat_defines  a variant of tensor_coopmat.comp (DIVGPU_COOPMAT_PERTURB = 1: the twin;
+---                    DIVGPU_COOPMAT_PRODUCTS_ONLY = 1 .. 4: bench levels, garbage results)
 ---   exact_underflow  false: no exact underflow path (tests)
 function _M.job(ctx, e, opts)
     opts = opts or {}
