@@ -265,6 +265,11 @@ quick() {  # one short call: the tensor filter's paths and rate (seed table), th
     timed big_auto timeout 150 bin/divgpu run --embeddings "$BIG" --starts "0:$BIG_S" --length "$BIG_L" \
         --progress-interval 10 --out /tmp/big_auto.json
     against_peer big_torch "$BIG" "0:$BIG_S" "$BIG_L" big_auto
+    if [ "${QUICK_VERIFY:-1}" = 1 ]; then  # the mirror on a sample fixed before the run (about 25 s)
+        timeout 120 bin/divgpu verify --embeddings "$BIG" --cache /tmp/big_auto.json --sample 16 --seed 20261201 \
+            >"$LOGS/big_verify.out" 2>"$LOGS/big_verify.log"
+        echo "  big_auto verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
+    fi
     M=$(npy_table "$MILLION_N" 384)
     timed million_run timeout 200 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \
         --out /tmp/million.bin --progress-interval 5
