@@ -2,7 +2,7 @@
 //! sha256) in native memory, and the functions that make one: load it from
 //! a file, read its fp16 copy, or synthesize one.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Value};
 
@@ -11,7 +11,22 @@ use super::boundary::{function, methods_index, Methods};
 use crate::contract::{fp16, gram, synth, table::Table, table_file};
 use crate::error::Error;
 
-pub struct Embeddings(pub Arc<Table>);
+/// A loaded table, and its rows' norm bounds once asked for: the Gram and
+/// tensor certificates and the tensor filter's slices each need them, and a
+/// job made by auto asks for them up to three times (a million rows of 384
+/// take 0.2-0.4 s on 2 cores).
+pub struct Embeddings(pub Arc<Table>, OnceLock<Vec<f64>>);
+
+impl Embeddings {
+    pub fn new(t: Table) -> Self {
+        Embeddings(Arc::new(t), OnceLock::new())
+    }
+
+    /// `gram::row_norm_bounds` of the table, computed on the first call.
+    pub fn norm_bounds(&self) -> &[f64] {
+        self.1.get_or_init(|| gram::row_norm_bounds(&self.0))
+    }
+}
 
 const TYPE: &str = "Embeddings";
 
@@ -46,7 +61,7 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     m.add(lua, "fp16_rounded", |_, this: &Embeddings, ()| {
         let halves = fp16::to_fp16(&this.0)?;
         let t = fp16::widen(&this.0.path, this.0.n, this.0.dim, &halves, this.0.sha256.clone())?;
-        Ok(Embeddings(Arc::new(t)))
+        Ok(Embeddings::new(t))
     })?;
     // Rows of `starts` widened to f64: the initial centroid sums of a batch.
     m.add(lua, "gather_f64", |_, this: &Embeddings, starts: U32s| {
@@ -79,10 +94,10 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         Ok(HostArray::F32(out))
     })?;
     // Upper bounds on every row's 2-norm (f64), for the Gram filter's bound.
-    m.add(lua, "norm_bounds", |_, this: &Embeddings, ()| Ok(HostArray::F64(gram::row_norm_bounds(&this.0))))?;
+    m.add(lua, "norm_bounds", |_, this: &Embeddings, ()| Ok(HostArray::F64(this.norm_bounds().to_vec())))?;
     // true, or nil and why the Gram method cannot certify this table.
     m.add(lua, "gram_admissible", |_, this: &Embeddings, ()| {
-        Ok(answer(gram::check_admissible(&this.0, &gram::row_norm_bounds(&this.0))))
+        Ok(answer(gram::check_admissible(&this.0, this.norm_bounds())))
     })?;
     // true, or nil and why: no f32 value of the contract's chain can be
     // subnormal (contract/subnormal.rs)
@@ -154,14 +169,14 @@ fn synthesize(o: LuaTable) -> mlua::Result<Embeddings> {
         kind: "host",
     })?;
     drop(probe);
-    Ok(Embeddings(Arc::new(synth::clustered(n, dim, clusters, seed, noise)?)))
+    Ok(Embeddings::new(synth::clustered(n, dim, clusters, seed, noise)?))
 }
 
 pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
     // divgpu.load_embeddings(path) -> the table of an embeddings.json or .npy
-    m.set("load_embeddings", function(lua, |_, path: String| Ok(Embeddings(Arc::new(table_file::load(&path)?))))?)?;
+    m.set("load_embeddings", function(lua, |_, path: String| Ok(Embeddings::new(table_file::load(&path)?)))?)?;
     // divgpu.load_fp16(json_path) -> the table E' = (f32)E16 from the .bin next to it
-    m.set("load_fp16", function(lua, |_, path: String| Ok(Embeddings(Arc::new(fp16::load(&path)?))))?)?;
+    m.set("load_fp16", function(lua, |_, path: String| Ok(Embeddings::new(fp16::load(&path)?)))?)?;
     // divgpu.convert_fp16(json_path) -> bin_path, meta_path
     m.set("convert_fp16", function(lua, |_, path: String| Ok(fp16::convert(&path)?))?)?;
     m.set("synth", function(lua, |_, o: LuaTable| synthesize(o))?)?;

@@ -139,7 +139,7 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
     t.set(
         "gram_factors",
         function(lua, |_, e: UserDataRef<Embeddings>| {
-            let (p, imax) = gram::bound_factors(&e.0, &gram::row_norm_bounds(&e.0));
+            let (p, imax) = gram::bound_factors(&e.0, e.norm_bounds());
             Ok(HostArray::F64(vec![p, imax]))
         })?,
     )?;

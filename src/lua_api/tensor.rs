@@ -7,7 +7,7 @@ use mlua::{Lua, Table as LuaTable, UserDataRef, Value};
 use super::arrays::HostArray;
 use super::boundary::function;
 use super::embeddings::Embeddings;
-use crate::contract::{gram, tensor};
+use crate::contract::tensor;
 
 /// `jobs.tensor_slices(e)` -> { planes = 2, words =, item_rows =, slices = u32
 /// array [planes][item_rows][words] (packed int8), exponents = u32 array [N]
@@ -20,7 +20,7 @@ fn tensor_slices(lua: &Lua, e: &Embeddings) -> mlua::Result<(Value, Option<Strin
     if let Err(why) = tensor::check_sliceable(t) {
         return Ok((Value::Nil, Some(why)));
     }
-    let s = tensor::table_slices(t, &gram::row_norm_bounds(t));
+    let s = tensor::table_slices(t, e.norm_bounds());
     let out = lua.create_table()?;
     out.set("planes", tensor::SLICES)?;
     out.set("words", s.words)?;
