@@ -126,7 +126,7 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         let r = crate::vk::spirv::reflect(&this.words).map_err(Error::Shader)?;
         Ok(r.push_constant_size)
     })?;
-    // spirv:check(descriptor) -> true, or nil, why: the kernel descriptor's
+    // spirv:check(descriptor) -> true, or false, why: the kernel descriptor's
     // interface against this SPIR-V, as ctx:pipeline checks it, without a
     // device (so a kernel lavapipe cannot run is checked too).
     m.add(lua, "check", |_, this: &Spirv, d: LuaTable| {
