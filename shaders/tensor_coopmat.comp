@@ -40,8 +40,10 @@ const bool GLOBAL_LOADS = DIVGPU_COOPMAT_PRODUCTS_ONLY < 2;
 const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 // same; tests/tensor_spec.lua checks it): 128 x 128 pairs a workgroup, 241
-// useful TOPS on the H200 against 223 for 64 x 64 (2,2,2,2, two stages of
-// one step) in the same session (bench/results/2026-12-03_h200_*).
+// useful TOPS on the H200 (bench/results/2026-12-03_h200_106b1f8). In the
+// call before the column weights the tilings were within 4% of each other:
+// this one 215, 4,2,2,4,1,2 218, and 64 x 64 (2,2,2,2,1,2) 223 (..._4b9dbbb);
+// this one is kept because the big job and the million were measured with it.
 #ifndef CM_WR
 #define CM_WR 4   // subgroups along the sequences
 #define CM_WC 2   // subgroups along the candidates
@@ -154,9 +156,9 @@ const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
 
 // The stage at vector `base`: its KSTEPS steps' MulAdds into main's
 // accumulators (a2 += p1 q1, a3 += p1 q2 + p2 q1). A macro, not a function:
-// accumulators kept at module scope for a function measured at 72 useful
-// TOPS on the H200 whatever the tiling (2026-12-03), where the same loop in
-// main's own arrays ran at 174.
+// with the accumulators at module scope for a function, every tiling ran at
+// 72-76 useful TOPS on the H200; the same loop on main's own arrays, 171 at
+// 64 x 64 (bench/results/2026-12-03_h200_a1d1ff9 and _d3d92a4).
 #define PRODUCTS(base) \
     [[unroll]] for (uint ks = 0u; ks < KSTEPS; ++ks) { \
         const uint at = (base) + 2u * ks; /* the step's first vector in a staged row */ \
@@ -344,9 +346,10 @@ void main() {
         if (GLOBAL_LOADS && k0 + STAGE_BYTES < pc.row_bytes) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
         PRODUCTS(0u)
     }
-#endif
-    // Orders the last stage's reads before the combine's writes.
+    // Orders the last stage's reads before the combine's writes (the loops
+    // above end on a barrier already).
     barrier();
+#endif
     const uint scratch = g * SCRATCH;
 #if DIVGPU_COOPMAT_PRODUCTS_ONLY
     // Every accumulator kept live through one stored sum; the partials are garbage.

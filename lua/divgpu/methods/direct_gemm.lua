@@ -200,8 +200,9 @@ local function make_batch(self, starts, ring, in_flight)
     b.scores_x = min(groups, ctx.info.max_workgroup_count)
     b.scores_y = ceil(groups / b.scores_x)
     if b.scores_y > ctx.info.max_workgroup_count then
-        fail(string.format("gemm: %d candidate tiles x %d sequence tiles exceed device '%s''s workgroup count %d "
-            .. "squared", self.tiles, ceil(count / self.tile_rows), ctx.info.name, ctx.info.max_workgroup_count))
+        fail(string.format("gemm: %d candidate tiles x %d sequence tiles are more workgroups than %d x %d, the most "
+            .. "device '%s' dispatches", self.tiles, ceil(count / self.tile_rows), ctx.info.max_workgroup_count,
+            ctx.info.max_workgroup_count, ctx.info.name))
     end
     b.group = need(self.kernel:bind({ embeddings = self.table_buffer, inv_norm = self.inv_norm_buffer,
                                       centroids = b.centroids, centers = b.centers, masks = b.masks,
