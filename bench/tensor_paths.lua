@@ -1,7 +1,9 @@
 -- The tensor filter's two products paths on one device (an H200 campaign
 -- item): the plain shader and the cooperative-matrix kernel must compute the
--- same integers, so the same approximations rounded down (a_low), bit for
--- bit, and the same winners; the twin (A_3 without p_2 q_1) must differ.
+-- same integers, so the same approximations â of every pair (the plain
+-- instrumented build's and the kernel's export variant's, f64 bit for bit),
+-- the same tile minima (the plain path with tiles of the tiling's width)
+-- and the same winners; the twin (A_3 without p_2 q_1) must differ.
 -- Then each tiling's products alone, timed (useful int8 multiply-adds: 3
 -- slice products a pair, D each), and whole runs of the paths, their outputs
 -- against each other.
@@ -53,7 +55,7 @@ end
 local ring = 8
 local step_macs = 3 * (b - a) * e.n * e.dim  -- three slice products a pair (tensor.md section 2)
 
--- Step 1 of a job; its batch (for a_low and the winners).
+-- Step 1 of a job; its batch (for its â, tile minima and winners).
 local function step_one(job)
     local batch = assert(job:batch(starts, ring, 1))
     assert(batch:record(1, 1))
@@ -74,15 +76,34 @@ end
 
 local plain = assert(tensor.job(ctx, e, { coopmat = false }))
 local bp = step_one(plain)
-local lp, wp = assert(bp.buffers.a_low:read("f32")), bp:winners()
-local function against_plain(label, job)
+
+-- What a step-1 batch computed: every pair's â (where it stored them), the
+-- tiles' minima and argmins, the winners.
+local function outputs_of(batch, with_a)
+    return { a = with_a and assert(batch.buffers.a_exact:read("f64")), minima = assert(batch.buffers.partials:read("f64")),
+             argmins = assert(batch.buffers.partial_index:read("u32")), winners = batch:winners() }
+end
+local function differing(x, y)
+    local n = 0
+    for i = 1, #x do if x[i] ~= y[i] then n = n + 1 end end  -- f64: no NaN, no -0 (â of 0 is +0)
+    return n
+end
+-- The plain instrumented build with tiles of `width` candidates, step 1, once a width.
+local references = {}
+local function reference(width)
+    references[width] = references[width] or outputs_of(step_one(assert(tensor.job(ctx, e,
+        { coopmat = false, workgroup_size = width, defines = { DIVGPU_TENSOR_CHECK = 1 } }))), true)
+    return references[width]
+end
+local function against_plain(label, job, width)
     local bc = step_one(job)
-    local lc, wc = assert(bc.buffers.a_low:read("f32")), bc:winners()
-    local differ, winners_differ = 0, 0
-    for i = 1, #lp do if lp[i] ~= lc[i] then differ = differ + 1 end end
-    for i = 1, #starts do if wp[(i - 1) * ring + 2] ~= wc[(i - 1) * ring + 2] then winners_differ = winners_differ + 1 end end
-    print(string.format('{"check": "step 1, plain against %s", "a_low_values": %d, "a_low_differ": %d, '
-        .. '"winners_differ": %d}', label, #lp, differ, winners_differ))
+    local p, c = reference(width), outputs_of(bc, job.export)
+    local winners_differ = 0
+    for i = 1, #starts do if p.winners[(i - 1) * ring + 2] ~= c.winners[(i - 1) * ring + 2] then winners_differ = winners_differ + 1 end end
+    print(string.format('{"check": "step 1, plain against %s", "a_values": %s, "a_differ": %s, "minima_differ": %d, '
+        .. '"argmins_differ": %d, "of_tiles": %d, "winners_differ": %d}', label, c.a and #p.a or "null",
+        c.a and differing(p.a, c.a) or "null", differing(p.minima, c.minima), differing(p.argmins, c.argmins),
+        #p.argmins, winners_differ))
     io.stdout:flush()
     return bc
 end
@@ -98,11 +119,15 @@ local jobs, batches = {}, {}
 for i, t in ipairs(tilings) do
     jobs[i] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t }))
     print(string.format('{"kernel": "coopmat %s", "statistics": "%s"}', name_of(t), statistics(jobs[i].coopmat)))
-    batches[i] = against_plain("cooperative matrices " .. name_of(t), jobs[i])
+    local width = jobs[i].coopmat_tile.candidates
+    batches[i] = against_plain("cooperative matrices " .. name_of(t), jobs[i], width)
+    against_plain("cooperative matrices " .. name_of(t) .. ", every a", assert(tensor.job(ctx, e,
+        { coopmat = true, coopmat_tiling = t, coopmat_export = true })), width)
 end
 -- The twin: the check above must see a wrong product.
-against_plain("the twin (A_3 without p_2 q_1; must differ)",
-    assert(tensor.job(ctx, e, { coopmat = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })))
+against_plain("the twin (A_3 without p_2 q_1; must differ)", assert(tensor.job(ctx, e,
+    { coopmat = true, coopmat_export = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })),
+    tensor.COOPMAT_TILING.wc * tensor.COOPMAT_TILING.fc * 16)
 
 -- The bench variants (levels): their kernels dispatched on the tiling's own
 -- batch (the same buffers), so the same slices are multiplied. Each must be
@@ -122,7 +147,7 @@ for i, t in ipairs(tilings) do
             .. '"argmins": %d, "differ": %d}', level, name_of(t), #real, differ))
         assert(differ > 0, "the bench variant's dispatch ran the real kernel")
     end
-    products_seconds(batches[i], 1)  -- the real kernel's a_low and minima back
+    products_seconds(batches[i], 1)  -- the real kernel's minima back
 end
 local function products_of(i, level)
     return products_seconds(batches[i], 20, level and bare[i][level] or nil)

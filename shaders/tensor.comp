@@ -10,19 +10,20 @@
 //                   scale and two int8 slices, the norms of the bound, B̂.
 //   PHASE_PRODUCTS  workgroup (tile, s): a thread a candidate j: A_2, A_3
 //                   (tensor.md section 2), â_j; the tile's two smallest â and
-//                   the index of the smallest; â_j rounded down to f32 for the
-//                   window's collection. (This is the plain-shader path, which
-//                   every device runs and CI tests; a cooperative-matrix path
-//                   computes the same integers on devices that have them.)
+//                   the index of the smallest. (This is the plain-shader path,
+//                   which every device runs and CI tests; a cooperative-matrix
+//                   path computes the same integers on devices that have them.)
 //   PHASE_DECIDE    workgroup s: the smallest â over the tiles; the window
-//                   {â <= â_min + 2 B̂}: its one member, or the best of its
-//                   members by the contract's chain, or a full exact scan; the
-//                   winner appended to the sequence.
+//                   {â <= â_min + 2 B̂}: its one member, or, from â computed
+//                   again in the tiles whose least â reaches it, the best of
+//                   its members by the contract's chain, or a full exact scan;
+//                   the winner appended to the sequence.
 //
 // Variants (defines): DIVGPU_TENSOR_CHECK (instrumented: max |score - â| / B̂
 // over every candidate-step), DIVGPU_BOUND_SCALE (the bound's factor, 1.0;
 // tests shrink it), DIVGPU_TENSOR_PERTURB (twins: 1 = no exact rescoring,
-// 2 = p_2 q_1 dropped from A_3).
+// 2 = p_2 q_1 dropped from A_3, 3 = the window collected from the least â's
+// tile alone).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -51,7 +52,8 @@ layout(push_constant) uniform Push {
     uint step;        // the step this dispatch appends (1 .. L-1)
     uint ring;        // slots per sequence in the winners ring
     uint sequences;   // S
-    uint tiles;       // candidate tiles of PHASE_PRODUCTS: ceil(N / threads)
+    uint tiles;       // candidate tiles of the products: ceil(N / tile_width)
+    uint tile_width;  // candidates a tile: threads here, TILE_C on tensor cores
     uint words;       // u32 words a packed slice row holds: D rounded up to 32 bytes
     uint seq_rows;    // rows a centroid slice plane holds: S rounded up to 16
     uint item_rows;   // rows a table slice plane holds: N rounded up to 16
@@ -74,10 +76,9 @@ layout(std430, set = 0, binding = 8) writeonly buffer Winners { uint winners[]; 
 // instrumented build's max ratio.
 layout(std430, set = 0, binding = 9) buffer StateF64 { double state_f64[]; };           // [S][4]
 layout(std430, set = 0, binding = 10) buffer StateU32 { uint state_u32[]; };            // [S][GRAM_STATE_U32]
-layout(std430, set = 0, binding = 11) buffer ALow { float a_low[]; };                   // [S][N]: â rounded down
-layout(std430, set = 0, binding = 12) buffer Partials { dvec2 partial_a[]; };           // [S][tiles]: a1, a2
-layout(std430, set = 0, binding = 13) buffer PartialIndex { uint partial_j[]; };        // [S][tiles]: j of a1
-layout(std430, set = 0, binding = 14) buffer AExact { double a_exact[]; };              // [S][N] (the check only)
+layout(std430, set = 0, binding = 11) buffer Partials { dvec2 partial_a[]; };           // [S][tiles]: a1, a2
+layout(std430, set = 0, binding = 12) buffer PartialIndex { uint partial_j[]; };        // [S][tiles]: j of a1
+layout(std430, set = 0, binding = 13) buffer AExact { double a_exact[]; };              // [S][N] (the check only)
 
 #include "gram_state.glsl"
 
@@ -96,6 +97,10 @@ shared uint red_key[SUBGROUP_SLOTS];
 shared uint red_best[SUBGROUP_SLOTS];
 shared uint window[WINDOW_CAPACITY];
 shared uint window_count;
+// The tiles whose least â reaches τ: each holds a member of the window, so
+// more than WINDOW_CAPACITY of them means the fallback.
+shared uint reaching[WINDOW_CAPACITY];
+shared uint reaching_count;
 
 #include "contract.glsl"
 
@@ -240,26 +245,14 @@ double approx(uint s, uint j) {
     return ldexp(t, e) * double(inv_norm[j]);
 }
 
-// x rounded down to an f32 that no flush mode changes (a normal or zero):
-// a_low <= x, so the window collected from a_low holds the window (tensor.md section 6).
-float round_down(double x) {
-    if (abs(x) < double(uintBitsToFloat(0x00800000u))) return x >= 0.0lf ? 0.0 : -uintBitsToFloat(0x00800000u);
-    float f = float(x);
-    if (double(f) > x) f = f > 0.0 ? uintBitsToFloat(floatBitsToUint(f) - 1u) : uintBitsToFloat(floatBitsToUint(f) + 1u);
-    return f;
-}
-
 void products() {
     const uint s = gl_WorkGroupID.y, tile = gl_WorkGroupID.x;
-    const uint j = tile * threads + tid;
+    const uint j = tile * threads + tid;  // pc.tile_width == threads on this path
     double a = INF;
     if (j < pc.num_items && !is_masked(s, j)) a = approx(s, j);
-    if (j < pc.num_items) {
-        a_low[s * pc.num_items + j] = a == INF ? uintBitsToFloat(0x7f800000u) : round_down(a);
 #if DIVGPU_TENSOR_CHECK
-        a_exact[s * pc.num_items + j] = a;
+    if (j < pc.num_items) a_exact[s * pc.num_items + j] = a;
 #endif
-    }
     // The tile's two smallest and the index of the smallest (as gram.comp).
     const double m1 = subgroupMin(a);
     const uvec4 at_min = subgroupBallot(a == m1);
@@ -326,6 +319,38 @@ uint window_bin(uint count) {
     return min(uint(findMSB(count - 1u) + 1), GRAM_HIST_BINS - 2u);
 }
 
+// The window W = {j : â_j <= tau} (tensor.md section 6): the tiles whose
+// least â is at most tau hold every member, so their â are computed again
+// (the same integers as the products phase, on either path) and the members
+// collected; window_count past WINDOW_CAPACITY means the fallback.
+void collect_window(uint s, double tau, uint j1) {
+    for (uint t = tid; t < pc.tiles; t += threads) {
+#if DIVGPU_TENSOR_PERTURB == 3
+        if (t != j1 / pc.tile_width) continue;  // Twin: the other reaching tiles left out.
+#endif
+        if (partial_a[s * pc.tiles + t].x <= tau) {
+            const uint slot = atomicAdd(reaching_count, 1u);
+            if (slot < WINDOW_CAPACITY) reaching[slot] = t;
+        }
+    }
+    // Orders the reaching tiles and their count before every thread reads them.
+    barrier();
+    const uint tiles = reaching_count;
+    if (tiles > WINDOW_CAPACITY) {
+        if (tid == 0u) window_count = tiles;  // at least one member a tile: over the capacity
+    } else {
+        for (uint m = tid; m < tiles * pc.tile_width; m += threads) {
+            const uint j = reaching[m / pc.tile_width] * pc.tile_width + m % pc.tile_width;
+            if (j < pc.num_items && !is_masked(s, j) && approx(s, j) <= tau) {
+                const uint slot = atomicAdd(window_count, 1u);
+                if (slot < WINDOW_CAPACITY) window[slot] = j;
+            }
+        }
+    }
+    // Orders the window's members and count before every thread reads them.
+    barrier();
+}
+
 void decide() {
     const uint s = gl_WorkGroupID.x;
     const uint n = pc.num_items;
@@ -357,8 +382,11 @@ void decide() {
         }
     }
     for (uint d = tid; d < pc.dim; d += threads) center[d] = contract_centroid(csum[s * pc.dim + d]);
-    if (tid == 0u) window_count = 0u;
-    // Orders the subgroups' minima, the centroid and the window's reset before every thread reads them.
+    if (tid == 0u) {
+        window_count = 0u;
+        reaching_count = 0u;
+    }
+    // Orders the subgroups' minima, the centroid and the counts' reset before every thread reads them.
     barrier();
     a1 = INF;
     a2 = INF;
@@ -380,16 +408,7 @@ void decide() {
         winner = j1;  // the window is {j1}: no chain
         count = 1u;
     } else {
-        if (sliceable) {
-            for (uint j = tid; j < n; j += threads) {
-                if (!is_masked(s, j) && double(a_low[s * n + j]) <= tau) {
-                    const uint slot = atomicAdd(window_count, 1u);
-                    if (slot < WINDOW_CAPACITY) window[slot] = j;
-                }
-            }
-        }
-        // Orders the window's members and count before every thread reads them.
-        barrier();
+        if (sliceable) collect_window(s, tau, j1);
         count = sliceable ? window_count : 0u;
         uint best_key = 0xffffffffu, best_j = INDEX_NONE;
         if (count != 0u && count <= WINDOW_CAPACITY) {
@@ -397,7 +416,7 @@ void decide() {
                 const uint j = window[m];
 #if DIVGPU_TENSOR_PERTURB == 1
                 // Twin: trust the approximation, no exact rescoring.
-                better(contract_key(a_low[s * n + j]), j, best_key, best_j);
+                better(contract_key(float(approx(s, j))), j, best_key, best_j);
 #else
                 better(contract_key(contract_score(j, pc.dim)), j, best_key, best_j);
 #endif

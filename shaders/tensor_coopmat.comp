@@ -2,8 +2,9 @@
 // The tensor filter's products phase on tensor cores (VK_KHR_cooperative_matrix,
 // int8 x int8 -> int32, 16 x 16 x 32): the same integers A_2, A_3 as
 // tensor.comp's plain PHASE_PRODUCTS (shaders/tensor.md section 2: int32 sums
-// of int8 products are exact in any order), so the same â, a_low and, over
-// the tiles, the same minima.
+// of int8 products are exact in any order), so the same â and, over the
+// tiles, the same minima: all the decision reads (it computes the â of the
+// few tiles that reach its window again, tensor.md section 6).
 //
 // A workgroup takes TILE_S sequences x TILE_C candidates: CM_WR x CM_WC
 // subgroups, each CM_FR x CM_FC blocks of 16 x 16 pairs (two accumulators a
@@ -27,6 +28,11 @@
 // DIVGPU_COOPMAT_PERTURB = 1 (the campaign's twin): A_3 without p_2 q_1.
 #ifndef DIVGPU_COOPMAT_PERTURB
 #define DIVGPU_COOPMAT_PERTURB 0
+#endif
+// DIVGPU_COOPMAT_EXPORT = 1 (the campaign's parity check): every pair's â
+// also stored, as f64, in the binding `a_exact` (the descriptor's `export`).
+#ifndef DIVGPU_COOPMAT_EXPORT
+#define DIVGPU_COOPMAT_EXPORT 0
 #endif
 // DIVGPU_COOPMAT_PRODUCTS_ONLY (bench only, wrong results), to see what binds
 // the tensor-core loop: 1 = the products without the combine; 2 = and without
@@ -82,9 +88,11 @@ layout(std430, set = 0, binding = 1) readonly buffer TableSlices { uvec4 table_s
 layout(std430, set = 0, binding = 2) readonly buffer CentroidSlices { uvec4 centroid_slice[]; }; // [2][seq_rows][row_bytes]
 layout(std430, set = 0, binding = 3) readonly buffer Masks { uint mask[]; };
 layout(std430, set = 0, binding = 4) readonly buffer StateF64 { double state_f64[]; };            // [S][4]
-layout(std430, set = 0, binding = 5) writeonly buffer ALow { float a_low[]; };
-layout(std430, set = 0, binding = 6) writeonly buffer Partials { dvec2 partial_a[]; };
-layout(std430, set = 0, binding = 7) writeonly buffer PartialIndex { uint partial_j[]; };
+layout(std430, set = 0, binding = 5) writeonly buffer Partials { dvec2 partial_a[]; };
+layout(std430, set = 0, binding = 6) writeonly buffer PartialIndex { uint partial_j[]; };
+#if DIVGPU_COOPMAT_EXPORT
+layout(std430, set = 0, binding = 7) writeonly buffer AExact { double a_exact[]; };  // [S][N]
+#endif
 
 const uint F_EXPONENT = 1u, STATE_F64 = 4u;
 #define INF uint64BitsToDouble(0x7ff0000000000000ul)
@@ -112,14 +120,6 @@ const uint SHARED = CM_STAGES * STAGE > EPILOGUE ? CM_STAGES * STAGE : EPILOGUE;
 shared uvec4 stage[SHARED];
 
 uint words32() { return (pc.num_items + 31u) / 32u; }
-
-// As tensor.comp's round_down: an f32 at most x that no flush mode changes.
-float round_down(double x) {
-    if (abs(x) < double(uintBitsToFloat(0x00800000u))) return x >= 0.0lf ? 0.0 : -uintBitsToFloat(0x00800000u);
-    float f = float(x);
-    if (double(f) > x) f = f > 0.0 ? uintBitsToFloat(floatBitsToUint(f) - 1u) : uintBitsToFloat(floatBitsToUint(f) + 1u);
-    return f;
-}
 
 // Staged vector v of the stage at byte k0: row v / ROW_LOADS of the stage
 // (the centroids' slices, then the table's), vector v % ROW_LOADS of it;
@@ -208,10 +208,10 @@ void column_weights(uint j0, out double w[8]) {
 }
 
 // Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â
-// from the block's sums x2, x3 (A_2, A_3), rounded down into `low` (a_low's
-// f32 bits, stored by the caller), the lane's two least â and the least's
-// index kept. No early exit, so the 8 pairs unroll into straight-line code.
-void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale, out uvec4 low[2],
+// from the block's sums x2, x3 (A_2, A_3), the lane's two least â and the
+// least's index kept. No early exit, so the 8 pairs unroll into
+// straight-line code.
+void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
                 inout double best1, inout double best2, inout uint best_j) {
     const bool row = s < pc.sequences;
     const uint masked = row && j0 < pc.num_items ? mask[s * words32() + j0 / 32u] >> (j0 % 32u) : 0xffu;
@@ -222,8 +222,10 @@ void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double s
             const double x = double(int(x2[e / 4u][e % 4u])) * 128.0lf + double(int(x3[e / 4u][e % 4u]));
             a = x * (w[e] * scale);
         }
-        low[e / 4u][e % 4u] = a == INF ? 0x7f800000u : floatBitsToUint(round_down(a));
         if (row && j < pc.num_items) {
+#if DIVGPU_COOPMAT_EXPORT
+            a_exact[s * pc.num_items + j] = a;
+#endif
             if (a < best1) {  // j ascending within a lane: the first of equal â is the least j
                 best2 = best1;
                 best1 = a;
@@ -232,25 +234,6 @@ void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double s
                 best2 = a;
             }
         }
-    }
-}
-
-// The block's a_low from each lane's `low` (row l / 2, columns (l % 2) * 8
-// .. + 8) through the subgroup's scratch, so that each store writes two
-// rows' 64 contiguous bytes, not 32 scattered words.
-void store_a_low(uint scratch, uint row0, uint col0, uvec4 low[2]) {
-    const uint lane = gl_SubgroupInvocationID;
-    const uint at = scratch + lane / 2u * (N / 4u) + lane % 2u * 2u;
-    stage[at] = low[0];
-    stage[at + 1u] = low[1];
-    // Orders the lanes' writes before their reads across the subgroup.
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    const uint col = col0 + lane % 16u;
-    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
-        const uint r = 2u * i + lane / 16u;
-        const uint bits = stage[scratch + r * (N / 4u) + lane % 16u / 4u][lane % 4u];
-        if (row0 + r < pc.sequences && col < pc.num_items) a_low[(row0 + r) * pc.num_items + col] = uintBitsToFloat(bits);
     }
 }
 
@@ -384,13 +367,9 @@ void main() {
             const uint at = scratch + rr * (N / 4u) + side * 2u;
             const uvec4 x2[2] = { stage[at], stage[at + 1u] };
             const uvec4 x3[2] = { stage[at + M * N / 4u], stage[at + M * N / 4u + 1u] };
-            // Orders the lanes' reads before the scratch is written again.
-            subgroupBarrier();
-            uvec4 low[2];
-            take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], low, best1[fr], best2[fr], best_j[fr]);
-            store_a_low(scratch, s0 + (wr * CM_FR + fr) * M, c0 + (wc * CM_FC + fc) * N, low);
             // Orders the lanes' reads before the next block's stores.
             subgroupBarrier();
+            take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], best1[fr], best2[fr], best_j[fr]);
         }
     }
     fold_minima(s0, tile, wr, wc, best1, best2, best_j);

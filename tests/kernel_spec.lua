@@ -50,10 +50,18 @@ describe("a kernel descriptor is checked against its SPIR-V when the pipeline is
             local ok, why = divgpu.shaders.get(d.shader):check(d)
             assert(ok, name .. ": " .. tostring(why))
         end
-        -- Twin: tensor_coopmat's descriptor with a binding it no longer has is refused.
+        -- tensor_coopmat's export variant (every pair's â stored) fits the export's bindings.
         local coopmat = kernel.descriptor("tensor_coopmat")
+        local source, defines = divgpu.shaders.source("tensor_coopmat")
+        for k, v in pairs(coopmat.export.defines) do defines[k] = v end
+        local export = assert(divgpu.shaders.compile(source, { name = "tensor_coopmat", defines = defines }))
+        assert(export:check(with(coopmat, "bindings", coopmat.export.bindings)))
+        -- Twin: the default bindings do not fit the export variant, nor the export's the default.
+        assert.is_false((export:check(coopmat)))
+        assert.is_false((divgpu.shaders.get("tensor_coopmat"):check(with(coopmat, "bindings", coopmat.export.bindings))))
+        -- Twin: tensor_coopmat's descriptor with a binding it no longer has is refused.
         local ok, why = divgpu.shaders.get("tensor_coopmat"):check(with(coopmat, "bindings",
-            { "inv_norm", "table_slices", "centroid_slices", "masks", "state_f64", "a_low", "partials", "partial_index" }))
+            { "inv_norm", "table_slices", "centroid_slices", "masks", "state_f64", "partials", "partial_index" }))
         assert.is_false(ok)
         assert.matches("they differ at position 1", why, 1, true)
     end)

@@ -65,6 +65,15 @@ describe("tensor filter vs CPU mirror", function()
         assert(stats.chunks > 2, "expected many chunks, got " .. stats.chunks)
     end)
 
+    it("windows spanning many tiles (tiles of 8 candidates) are collected from every reaching tile: identical", function()
+        local stats = assert_identical(near_ties(), h.range(0, 16), 300, nil, { workgroup_size = 8 })
+        assert(stats.tensor.window_total > 2 * stats.tensor.steps, "windows too small to span tiles")
+    end)
+
+    it("twin: the window collected from the least approximation's tile alone is caught", function()
+        assert_differs(near_ties(), h.range(0, 16), 300, { defines = { DIVGPU_TENSOR_PERTURB = 3 } }, { workgroup_size = 8 })
+    end)
+
     it("twin: trusting the approximation without exact rescoring is caught", function()
         assert_differs(near_ties(), h.range(0, 16), 300, { defines = { DIVGPU_TENSOR_PERTURB = 1 } })
     end)

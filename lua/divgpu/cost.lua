@@ -68,11 +68,11 @@ end
 
 --- Seconds of the tensor filter: three int8 slice products a pair and
 --- dimension (shaders/tensor.md section 2) at the tensor cores' int8
---- multiply-add rate, the approximations written and read back, three
+--- multiply-add rate (the combine into tile minima included), three
 --- dispatches a step, and the table's slices cut on the host.
 function _M.tensor_seconds(job, rates)
     local pairs_steps = job.sequences * (job.length - 1) * job.n
-    return 3 * pairs_steps * job.dim / (rates.int8_mac * _M.EFFICIENCY.tensor) + pairs_steps * 8 / rates.copy
+    return 3 * pairs_steps * job.dim / (rates.int8_mac * _M.EFFICIENCY.tensor)
         + 3 * (job.length - 1) * rates.dispatch + job.n * job.dim / _M.HOST_SLICE_RATE
 end
 

@@ -6,9 +6,10 @@
 return {
     method = "tensor",
     bindings = { "embeddings", "inv_norm", "job_factors", "table_slices", "exponents", "centroids",
-                 "centroid_slices", "masks", "winners", "state_f64", "state_u32", "a_low", "partials",
-                 "partial_index", "a_exact" },
-    push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "words", "seq_rows", "item_rows", "phase" },
+                 "centroid_slices", "masks", "winners", "state_f64", "state_u32", "partials", "partial_index",
+                 "a_exact" },
+    push = { "num_items", "dim", "step", "ring", "sequences", "tiles", "tile_width", "words", "seq_rows",
+             "item_rows", "phase" },
     constants = { workgroup_size = 0, max_dim = 1, window_capacity = 2, subgroup_slots = 3 },
     phases = { slice = 0, products = 1, decide = 2 },
     -- The counters share gram's layout (shaders/include/gram_state.glsl).

@@ -141,14 +141,15 @@ local function make_job(ctx, e, opts)
     local wg = opts.workgroup_size or device.default_workgroup(info)
     local capacity = opts.window_capacity or wg
     local subgroup_slots = ceil(wg / max(1, info.subgroup_size))
-    local shared = e.dim * 4 + subgroup_slots * (8 + 32 + 16 + 8 + 8 + 4 + 4 + 4) + capacity * 4 + 4
+    -- tensor.comp's shared arrays: the centroid, the reductions', the window and its reaching tiles.
+    local shared = e.dim * 4 + subgroup_slots * (8 + 32 + 16 + 8 + 8 + 4 + 4 + 4) + 2 * (capacity * 4 + 4)
     if shared > info.max_shared_memory then
         fail(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
             e.dim, shared, wg, info.name, info.max_shared_memory))
     end
     local self = setmetatable({ ctx = ctx, embeddings = e, n = e.n, dim = e.dim, method = "tensor",
                                 workgroup_size = wg, window_capacity = capacity, words = slices.words,
-                                planes = slices.planes, item_rows = slices.item_rows, tiles = ceil(e.n / wg),
+                                planes = slices.planes, item_rows = slices.item_rows, tile_width = wg,
                                 check = opts.defines and opts.defines.DIVGPU_TENSOR_CHECK }, Job)
     upload(self, ctx, e, slices)
     local t_uploaded = now()
@@ -173,14 +174,24 @@ local function make_job(ctx, e, opts)
         end
         local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc,
             CM_KSTEPS = k, CM_STAGES = stages }, opts.coopmat_defines)
-        self.coopmat = need(kernel.new(ctx, COOPMAT, { name = "tensor_coopmat", defines = next(defines) and defines or nil }))
-        self.tiles = ceil(e.n / self.coopmat_tile.candidates)
+        local descriptor = COOPMAT
+        if opts.coopmat_export then
+            -- The same kernel, every pair's â also stored: its own bindings (the descriptor's export).
+            descriptor = setmetatable({ bindings = COOPMAT.export.bindings }, { __index = COOPMAT })
+            defines = merged(defines, COOPMAT.export.defines)
+            self.export = true
+        end
+        self.coopmat_descriptor = descriptor
+        self.coopmat = need(kernel.new(ctx, descriptor, { name = "tensor_coopmat",
+                                                          defines = next(defines) and defines or nil }))
+        self.tile_width = self.coopmat_tile.candidates
         self.products_note = string_format("tensor: the slice products on tensor cores (int8 cooperative matrices, "
             .. "tiles of %d sequences x %d candidates)", self.coopmat_tile.sequences, self.coopmat_tile.candidates)
     else
         self.products_note = _M.has_coopmat(ctx) and "tensor: the slice products in plain shader code (as asked)"
             or "tensor: the slice products in plain shader code (the device has no int8 cooperative matrices)"
     end
+    self.tiles = ceil(e.n / self.tile_width)
     local t_end = now()
     self.setup_note = string_format("set-up %.2f s: certificate and slices %.2f, tables uploaded %.2f, subnormal "
         .. "certificate %.2f, kernels %.2f", t_end - t0, t_sliced - t0, t_uploaded - t_sliced, t_certified - t_uploaded,
@@ -199,6 +210,8 @@ end
 ---   coopmat_tiling   { wr, wc, fr, fc, k, stages } (bench: the products' tiling; default COOPMAT_TILING)
 ---   coopmat_defines  a variant of tensor_coopmat.comp (DIVGPU_COOPMAT_PERTURB = 1: the twin;
 ---                    DIVGPU_COOPMAT_PRODUCTS_ONLY = 1 .. 4: bench levels, garbage results)
+---   coopmat_export   true: the tensor cores' kernel also stores every pair's â in the
+---                    batch's buffers.a_exact (bench/tensor_paths.lua's parity check)
 ---   exact_underflow  false: no exact underflow path (tests)
 function _M.job(ctx, e, opts)
     opts = opts or {}
@@ -222,7 +235,8 @@ end
 
 --- Bytes each sequence of a batch needs in its largest buffer.
 function Job:bytes_per_sequence(ring)
-    return max(self.n * (self.check and 8 or 4), self.dim * 8, self.planes * self.words * 4, self.tiles * 16, ring * 4)
+    return max((self.check or self.export) and self.n * 8 or 0, self.dim * 8, self.planes * self.words * 4,
+               self.tiles * 16, ring * 4)
 end
 
 --- The largest batch whose buffers fit the device's buffer range, capped at `cap` (default 4,096).
@@ -260,14 +274,13 @@ local function make_batch(self, starts, ring, in_flight)
         centroid_slices = need(ctx:buffer(self.planes * ceil(count / 16) * 16 * self.words * 4, "centroid slices")),
         masks = need(ctx:upload(need(divgpu.jobs.initial_masks(starts, n)), "masks")),
         winners = b.winners_buffer, state_f64 = b.state_f64, state_u32 = b.state_u32,
-        a_low = need(ctx:buffer(count * n * 4, "approximations rounded down")),
         partials = need(ctx:buffer(count * self.tiles * 16, "tile minima")),
         partial_index = need(ctx:buffer(count * self.tiles * 4, "tile argmins")),
-        a_exact = need(ctx:buffer(self.check and count * n * 8 or 8, "approximations (the check)")),
+        a_exact = need(ctx:buffer((self.check or self.export) and count * n * 8 or 8, "approximations (the check)")),
     }
-    b.buffers = buffers  -- by binding name (bench/tensor_paths.lua reads a_low)
+    b.buffers = buffers  -- by binding name (bench/tensor_paths.lua reads a_exact and the partials)
     b.group = need(self.kernel:bind(bindings_of(TENSOR, buffers)))
-    if self.coopmat then b.coopmat_group = need(self.coopmat:bind(bindings_of(COOPMAT, buffers))) end
+    if self.coopmat then b.coopmat_group = need(self.coopmat:bind(bindings_of(self.coopmat_descriptor, buffers))) end
     need(b:add_recorders(in_flight))
     return b
 end
@@ -285,7 +298,7 @@ local function record_products(self, rec, push, variant)
         if variant then
             self.variant_groups = self.variant_groups or {}
             self.variant_groups[variant] = self.variant_groups[variant]
-                or need(variant:bind(bindings_of(COOPMAT, self.buffers)))
+                or need(variant:bind(bindings_of(job.coopmat_descriptor, self.buffers)))
             kernel, group = variant, self.variant_groups[variant]
         end
         return kernel:dispatch(rec, group, { num_items = job.n, sequences = self.count,
@@ -300,12 +313,13 @@ end
 local function step_push(self, step)
     local job = self.job
     return { num_items = job.n, dim = job.dim, step = step, ring = self.ring, sequences = self.count,
-             tiles = job.tiles, words = job.words, seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }
+             tiles = job.tiles, tile_width = job.tile_width, words = job.words,
+             seq_rows = ceil(self.count / 16) * 16, item_rows = job.item_rows }
 end
 
 --- Records the current step's products alone on `rec` (bench/tensor_paths.lua
 --- times them): the slices of the step last recorded are read again, and
---- a_low and the tile minima written again with the same values. `variant`
+--- the tile minima written again with the same values. `variant`
 --- (optional): a tensor_coopmat kernel of the job's tiling built with other
 --- defines (a bench variant), dispatched instead on this batch's buffers.
 --- true, or nil, err.
@@ -331,7 +345,7 @@ function Batch:record_steps(first, count, rec)
         -- Orders the centroids' slices and bounds before the products read them.
         need(rec:barrier())
         need(record_products(self, rec, push))
-        -- Orders every tile's minima and approximations before the decision.
+        -- Orders every tile's minima before the decision.
         need(rec:barrier())
         push.phase = PHASE.decide
         need(job.kernel:dispatch(rec, self.group, push, self.count))
