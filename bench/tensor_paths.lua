@@ -14,7 +14,10 @@
 -- in the environment: each tiling's tensor-core loop is timed also at those
 -- levels of DIVGPU_COOPMAT_PRODUCTS_ONLY (tensor_coopmat.comp: without the
 -- combine, then without global loads, ...), bench variants whose results are
--- garbage and never checked, to show what binds.
+-- garbage and never checked, to show what binds. VARIANTS="K=V[,K=V] ..."
+-- in the environment: the first tiling again with each item's defines of
+-- tensor_coopmat.comp (upper-case keys, e.g. CM_DIRECT_LOADS=1) or job
+-- options (fused_sums=0), each checked and timed as a tiling of its own.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
@@ -32,7 +35,27 @@ for w in (arg[4] or ""):gmatch("%S+") do
                               stages = tonumber(stages) or tensor.COOPMAT_TILING.stages }
 end
 if #tilings == 0 then tilings[1] = tensor.COOPMAT_TILING end
-local function name_of(t) return string.format("%d,%d,%d,%d,%d,%d", t.wr, t.wc, t.fr, t.fc, t.k, t.stages) end
+for w in (os.getenv("VARIANTS") or ""):gmatch("%S+") do
+    local t = { defines = {}, variant = w }
+    for k, v in pairs(tilings[1]) do t[k] = v end
+    for key, value in w:gmatch("([%w_]+)=(%w+)") do
+        if key:match("^[%u%d_]+$") then t.defines[key] = tonumber(value) or value
+        elseif key == "fused_sums" then t.fused_sums = value ~= "0"
+        else error("a variant sets upper-case defines or fused_sums: " .. w) end
+    end
+    tilings[#tilings + 1] = t
+end
+local function name_of(t)
+    return string.format("%d,%d,%d,%d,%d,%d%s", t.wr, t.wc, t.fr, t.fc, t.k, t.stages, t.variant and " " .. t.variant or "")
+end
+-- The job options of tiling t, with `extra` (more options) and `defines` (more defines) merged in.
+local function coopmat_options(t, extra, defines)
+    local o = { coopmat = true, coopmat_tiling = t, fused_sums = t.fused_sums, coopmat_defines = {} }
+    for k, v in pairs(t.defines or {}) do o.coopmat_defines[k] = v end
+    for k, v in pairs(defines or {}) do o.coopmat_defines[k] = v end
+    for k, v in pairs(extra or {}) do o[k] = v end
+    return o
+end
 local levels = {}
 for w in (os.getenv("PRODUCTS_ONLY") or ""):gmatch("%d+") do levels[#levels + 1] = tonumber(w) end
 local LEVEL_NAMES = { " without the combine", " without the combine or global loads",
@@ -117,12 +140,12 @@ end
 
 local jobs, batches = {}, {}
 for i, t in ipairs(tilings) do
-    jobs[i] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t }))
+    jobs[i] = assert(tensor.job(ctx, e, coopmat_options(t)))
     print(string.format('{"kernel": "coopmat %s", "statistics": "%s"}', name_of(t), statistics(jobs[i].coopmat)))
     local width = jobs[i].coopmat_tile.candidates
     batches[i] = against_plain("cooperative matrices " .. name_of(t), jobs[i], width)
-    against_plain("cooperative matrices " .. name_of(t) .. ", every a", assert(tensor.job(ctx, e,
-        { coopmat = true, coopmat_tiling = t, coopmat_export = true })), width)
+    against_plain("cooperative matrices " .. name_of(t) .. ", every a",
+        assert(tensor.job(ctx, e, coopmat_options(t, { coopmat_export = true }))), width)
 end
 -- The twin: the check above must see a wrong product.
 against_plain("the twin (A_3 without p_2 q_1; must differ)", assert(tensor.job(ctx, e,
@@ -137,8 +160,8 @@ for i, t in ipairs(tilings) do
     bare[i] = {}
     local real = assert(batches[i].buffers.partial_index:read("u32"))
     for _, level in ipairs(levels) do
-        bare[i][level] = assert(tensor.job(ctx, e, { coopmat = true, coopmat_tiling = t,
-                                                    coopmat_defines = { DIVGPU_COOPMAT_PRODUCTS_ONLY = level } })).coopmat
+        bare[i][level] = assert(tensor.job(ctx, e,
+            coopmat_options(t, nil, { DIVGPU_COOPMAT_PRODUCTS_ONLY = level }))).coopmat
         products_seconds(batches[i], 1, bare[i][level])
         local got = assert(batches[i].buffers.partial_index:read("u32"))
         local differ = 0

@@ -42,6 +42,12 @@
 #ifndef DIVGPU_COOPMAT_PRODUCTS_ONLY
 #define DIVGPU_COOPMAT_PRODUCTS_ONLY 0
 #endif
+// CM_DIRECT_LOADS = 1 (a bench variant): each subgroup loads its fragments
+// from the slice buffers directly (through the L1), no staging in shared
+// memory and no barriers in the loop.
+#ifndef CM_DIRECT_LOADS
+#define CM_DIRECT_LOADS 0
+#endif
 const bool GLOBAL_LOADS = DIVGPU_COOPMAT_PRODUCTS_ONLY < 2;
 const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -73,6 +79,10 @@ const uint M = 16u, N = 16u, K = 32u;
 const uint SUBGROUPS = CM_WR * CM_WC, THREADS = SUBGROUPS * 32u;
 const uint TILE_S = CM_WR * CM_FR * M, TILE_C = CM_WC * CM_FC * N;
 layout(local_size_x = THREADS) in;
+// True where 128 A_2 + A_3 fits in int32 (D <= 1,032: tensor.md section 2),
+// set by the host: the combine then forms that sum on the accumulators and
+// reads one 16 x 16 block of sums back, not two.
+layout(constant_id = 0) const bool FUSED_SUMS = false;
 
 layout(push_constant) uniform Push {
     uint num_items;   // N
@@ -116,7 +126,8 @@ const uint SCRATCH = 2u * M * N / 4u;
 const uint PARTS = CM_WC * 2u;
 const uint MINIMA_A = SUBGROUPS * SCRATCH, MINIMA_J = MINIMA_A + TILE_S * PARTS;
 const uint EPILOGUE = MINIMA_J + TILE_S * PARTS;
-const uint SHARED = CM_STAGES * STAGE > EPILOGUE ? CM_STAGES * STAGE : EPILOGUE;
+const uint STAGED = CM_DIRECT_LOADS != 0 ? 0u : CM_STAGES * STAGE;
+const uint SHARED = STAGED > EPILOGUE ? STAGED : EPILOGUE;
 shared uvec4 stage[SHARED];
 
 uint words32() { return (pc.num_items + 31u) / 32u; }
@@ -182,6 +193,37 @@ const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
         } \
     }
 
+// CM_DIRECT_LOADS: the 32-byte step at vector `at` of every row, its
+// fragments loaded from the slice buffers (rows padded to multiples of 16,
+// so a fragment is wholly inside them or wholly past them: zeros).
+#define PRODUCTS_DIRECT(at) { \
+        const uint vectors = pc.row_bytes / 16u; \
+        MAT_A p1[CM_FR], p2[CM_FR]; \
+        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
+            const uint r = s0 + (wr * CM_FR + fr) * M; \
+            p1[fr] = MAT_A(0); \
+            p2[fr] = MAT_A(0); \
+            if (r < pc.seq_rows) { \
+                coopMatLoad(p1[fr], centroid_slice, r * vectors + (at), vectors, gl_CooperativeMatrixLayoutRowMajor); \
+                coopMatLoad(p2[fr], centroid_slice, (pc.seq_rows + r) * vectors + (at), vectors, gl_CooperativeMatrixLayoutRowMajor); \
+            } \
+        } \
+        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) { \
+            const uint c = c0 + (wc * CM_FC + fc) * N; \
+            MAT_B q1 = MAT_B(0), q2 = MAT_B(0); \
+            if (c < pc.item_rows) { \
+                coopMatLoad(q1, table_slice, c * vectors + (at), vectors, gl_CooperativeMatrixLayoutColumnMajor); \
+                coopMatLoad(q2, table_slice, (pc.item_rows + c) * vectors + (at), vectors, gl_CooperativeMatrixLayoutColumnMajor); \
+            } \
+            [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
+                const uint i = fr * CM_FC + fc; \
+                a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]); \
+                a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]); \
+                if (!TWIN_NO_P2Q1) a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]); \
+            } \
+        } \
+    }
+
 // Bench level 3: the first stage's fragments, loaded once, multiplied every time.
 #define PRODUCTS_FROM_REGISTERS \
     [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) { \
@@ -208,7 +250,8 @@ void column_weights(uint j0, out double w[8]) {
 }
 
 // Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â
-// from the block's sums x2, x3 (A_2, A_3), the lane's two least â and the
+// from the block's sums x2, x3 (A_2, A_3; or x2 = 128 A_2 + A_3 where
+// FUSED_SUMS), the lane's two least â and the
 // least's index kept. No early exit, so the 8 pairs unroll into
 // straight-line code.
 void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
@@ -219,7 +262,9 @@ void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double s
         const uint j = j0 + e;
         double a = INF;
         if ((masked & (1u << e)) == 0u) {
-            const double x = double(int(x2[e / 4u][e % 4u])) * 128.0lf + double(int(x3[e / 4u][e % 4u]));
+            // The same integer either way, exact in f64.
+            const double x = FUSED_SUMS ? double(int(x2[e / 4u][e % 4u]))
+                                        : double(int(x2[e / 4u][e % 4u])) * 128.0lf + double(int(x3[e / 4u][e % 4u]));
             a = x * (w[e] * scale);
         }
         if (row && j < pc.num_items) {
@@ -282,9 +327,14 @@ void main() {
         a2[i] = ACC(0);
         a3[i] = ACC(0);
     }
+#if CM_DIRECT_LOADS
+    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) PRODUCTS_DIRECT(k0 / 16u)
+#else
     uvec4 pre[LOADS];
     load_stage(s0, c0, 0u, pre);
-#if DIVGPU_COOPMAT_PRODUCTS_ONLY == 3
+#endif
+#if CM_DIRECT_LOADS
+#elif DIVGPU_COOPMAT_PRODUCTS_ONLY == 3
     store_stage(0u, pre);
     barrier();
     MAT_A r1[CM_FR], r2[CM_FR];
@@ -359,14 +409,19 @@ void main() {
         column_weights(j0, w);
         [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
             const uint i = fr * CM_FC + fc;
-            coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            if (FUSED_SUMS) {
+                coopMatStore(a2[i] * ACC(128) + a3[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            } else {
+                coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            }
             // Orders the subgroup's stores before its lanes read them.
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             const uint at = scratch + rr * (N / 4u) + side * 2u;
             const uvec4 x2[2] = { stage[at], stage[at + 1u] };
-            const uvec4 x3[2] = { stage[at + M * N / 4u], stage[at + M * N / 4u + 1u] };
+            uvec4 x3[2] = { uvec4(0u), uvec4(0u) };
+            if (!FUSED_SUMS) x3 = uvec4[2](stage[at + M * N / 4u], stage[at + M * N / 4u + 1u]);
             // Orders the lanes' reads before the next block's stores.
             subgroupBarrier();
             take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], best1[fr], best2[fr], best_j[fr]);

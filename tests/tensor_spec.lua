@@ -133,6 +133,13 @@ describe("tensor filter on tensor cores", function()
         assert.is_false(same(shipped, words{ CM_WR = 2, CM_WC = 2, CM_FR = 2, CM_FC = 2, CM_KSTEPS = 1, CM_STAGES = 2 }))
     end)
 
+    it("FUSED_SUMS_MAX_DIM is the largest D whose 128 A_2 + A_3 cannot wrap int32 (tensor.md section 2)", function()
+        local per_dim = 128 * 127 * 127 + 2 * 127 * 64  -- |q_1| <= 127, |q_2| <= 64
+        assert.is_true(tensor.FUSED_SUMS_MAX_DIM * per_dim < 2 ^ 31)
+        -- Twin: one dimension more could wrap.
+        assert.is_false((tensor.FUSED_SUMS_MAX_DIM + 1) * per_dim < 2 ^ 31)
+    end)
+
     it("coopmat_shared_bytes gives what the H200's driver reported for three tilings (2026-12-03)", function()
         -- Pipeline statistics' "Shared Memory Size" in bench/results/2026-12-03_h200_d3d92a4/tensor_paths.jsonl.
         assert.are.equal(40960, tensor.coopmat_shared_bytes({ wr = 4, wc = 2, fr = 2, fc = 4, k = 2, stages = 1 }, 2))

@@ -12,5 +12,5 @@ return {
                bindings = { "column_weights", "table_slices", "centroid_slices", "masks", "state_f64", "partials",
                             "partial_index", "a_exact" } },
     push = { "num_items", "sequences", "row_bytes", "seq_rows", "item_rows", "tiles" },
-    constants = {},
+    constants = { fused_sums = 0 },
 }

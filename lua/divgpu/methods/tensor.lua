@@ -50,6 +50,11 @@ local HIST_FIRST, HIST_BINS = TENSOR.state.S_HIST, TENSOR.state.HIST_BINS
 -- steps of the slices staged at a time, in `stages` buffers (1 or 2).
 _M.COOPMAT_TILING = { wr = 4, wc = 2, fr = 2, fc = 4, k = 2, stages = 1 }
 
+-- The largest D whose 128 A_2 + A_3 fits int32 (|q_1| <= 127, |q_2| <= 64:
+-- D (128 * 127^2 + 2 * 127 * 64) < 2^31; shaders/tensor.md section 2):
+-- up to it the tensor cores' combine forms that sum on its accumulators.
+_M.FUSED_SUMS_MAX_DIM = 1032
+
 -- Bytes of shared memory tensor_coopmat.comp declares for tiling t: its
 -- stages of rows (k steps of 32 bytes and 16 of padding, both slices), or,
 -- where larger, the combine's scratch and rows' minima that reuse them.
@@ -183,7 +188,8 @@ local function make_job(ctx, e, opts)
         end
         self.coopmat_descriptor = descriptor
         self.coopmat = need(kernel.new(ctx, descriptor, { name = "tensor_coopmat",
-                                                          defines = next(defines) and defines or nil }))
+            defines = next(defines) and defines or nil,
+            constants = { fused_sums = (opts.fused_sums ~= false and e.dim <= _M.FUSED_SUMS_MAX_DIM) and 1 or 0 } }))
         self.tile_width = self.coopmat_tile.candidates
         self.products_note = string_format("tensor: the slice products on tensor cores (int8 cooperative matrices, "
             .. "tiles of %d sequences x %d candidates)", self.coopmat_tile.sequences, self.coopmat_tile.candidates)
@@ -210,6 +216,8 @@ end
 ---   coopmat_tiling   { wr, wc, fr, fc, k, stages } (bench: the products' tiling; default COOPMAT_TILING)
 ---   coopmat_defines  a variant of tensor_coopmat.comp (DIVGPU_COOPMAT_PERTURB = 1: the twin;
 ---                    DIVGPU_COOPMAT_PRODUCTS_ONLY = 1 .. 4: bench levels, garbage results)
+---   fused_sums       false: the tensor cores' combine reads A_2 and A_3 apart even where
+---                    D <= FUSED_SUMS_MAX_DIM (bench/tensor_paths.lua's A/B)
 ---   coopmat_export   true: the tensor cores' kernel also stores every pair's â in the
 ---                    batch's buffers.a_exact (bench/tensor_paths.lua's parity check)
 ---   exact_underflow  false: no exact underflow path (tests)
