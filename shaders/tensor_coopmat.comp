@@ -48,6 +48,11 @@
 #ifndef CM_DIRECT_LOADS
 #define CM_DIRECT_LOADS 0
 #endif
+// CM_PAIRED_COMBINE = 1 (a bench variant, with FUSED_SUMS and CM_FR even):
+// the combine stores two blocks' sums before one subgroup barrier, not one.
+#ifndef CM_PAIRED_COMBINE
+#define CM_PAIRED_COMBINE 0
+#endif
 const bool GLOBAL_LOADS = DIVGPU_COOPMAT_PRODUCTS_ONLY < 2;
 const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -119,13 +124,15 @@ const uint ROW_LOADS = 2u * KSTEPS;                          // vectors a staged
 const uint LOADS = ((A_ROWS + B_ROWS) * ROW_LOADS + THREADS - 1u) / THREADS;  // a thread's vectors a stage
 // After the products the same memory holds the combine's: each subgroup's two
 // 16 x 16 int32 sums, stored from its accumulators (SCRATCH vectors a
-// subgroup), then a tile row's two smallest â and the index of the smallest
-// per (subgroup column, half of a 16-column block: `side`), as the bits of a
-// dvec2 and a uint (MINIMA vectors each).
+// subgroup), then, over the scratch once every subgroup is done with it, a
+// tile row's two smallest â and the index of the smallest per (subgroup
+// column, half of a 16-column block: `side`), as the bits of a dvec2 (a
+// vector each) and a uint (four a vector).
 const uint SCRATCH = 2u * M * N / 4u;
 const uint PARTS = CM_WC * 2u;
-const uint MINIMA_A = SUBGROUPS * SCRATCH, MINIMA_J = MINIMA_A + TILE_S * PARTS;
-const uint EPILOGUE = MINIMA_J + TILE_S * PARTS;
+const uint MINIMA_A = 0u, MINIMA_J = TILE_S * PARTS;
+const uint MINIMA = MINIMA_J + TILE_S * PARTS / 4u;
+const uint EPILOGUE = SUBGROUPS * SCRATCH > MINIMA ? SUBGROUPS * SCRATCH : MINIMA;
 const uint STAGED = CM_DIRECT_LOADS != 0 ? 0u : CM_STAGES * STAGE;
 const uint SHARED = STAGED > EPILOGUE ? STAGED : EPILOGUE;
 shared uvec4 stage[SHARED];
@@ -286,10 +293,12 @@ void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double s
 // memory, folded by one thread a row.
 void fold_minima(uint s0, uint tile, uint wr, uint wc, double best1[CM_FR], double best2[CM_FR], uint best_j[CM_FR]) {
     const uint lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
+    // Orders every subgroup's last reads of its scratch before the minima overwrite it.
+    barrier();
     [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
         const uint at = ((wr * CM_FR + fr) * M + lane / 2u) * PARTS + wc * 2u + lane % 2u;
         stage[MINIMA_A + at] = uvec4(unpackDouble2x32(best1[fr]), unpackDouble2x32(best2[fr]));
-        stage[MINIMA_J + at] = uvec4(best_j[fr], 0u, 0u, 0u);
+        stage[MINIMA_J + at / 4u][at % 4u] = best_j[fr];
     }
     // Orders the parts' minima before one thread a row folds them.
     barrier();
@@ -299,7 +308,7 @@ void fold_minima(uint s0, uint tile, uint wr, uint wc, double best1[CM_FR], doub
         for (uint p = 0u; p < PARTS; ++p) {
             const uvec4 m = stage[MINIMA_A + tid * PARTS + p];
             const double x = packDouble2x32(m.xy), x2nd = packDouble2x32(m.zw);
-            const uint jp = stage[MINIMA_J + tid * PARTS + p].x;
+            const uint jp = stage[MINIMA_J + (tid * PARTS + p) / 4u][(tid * PARTS + p) % 4u];
             // The parts interleave their columns: of equal â, the least j.
             if (x < a1 || (x == a1 && jp < j1)) {
                 a2v = min(a1, x2nd);
@@ -409,21 +418,28 @@ void main() {
         column_weights(j0, w);
         [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
             const uint i = fr * CM_FC + fc;
-            if (FUSED_SUMS) {
-                coopMatStore(a2[i] * ACC(128) + a3[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-            } else {
-                coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-                coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            // Paired: the fused sums of blocks fr (even) and fr + 1 through the scratch's two halves at once.
+            const bool paired = CM_PAIRED_COMBINE != 0 && FUSED_SUMS && CM_FR % 2 == 0;
+            const uint half_block = paired ? fr % 2u * (M * N / 4u) : 0u;
+            if (!paired || fr % 2u == 0u) {
+                if (FUSED_SUMS) {
+                    coopMatStore(a2[i] * ACC(128) + a3[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+                    if (paired) coopMatStore(a2[i + CM_FC] * ACC(128) + a3[i + CM_FC], stage, scratch + M * N / 4u, N / 4u,
+                                             gl_CooperativeMatrixLayoutRowMajor);
+                } else {
+                    coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+                }
+                // Orders the subgroup's stores before its lanes read them.
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();
             }
-            // Orders the subgroup's stores before its lanes read them.
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            const uint at = scratch + rr * (N / 4u) + side * 2u;
+            const uint at = scratch + half_block + rr * (N / 4u) + side * 2u;
             const uvec4 x2[2] = { stage[at], stage[at + 1u] };
             uvec4 x3[2] = { uvec4(0u), uvec4(0u) };
             if (!FUSED_SUMS) x3 = uvec4[2](stage[at + M * N / 4u], stage[at + M * N / 4u + 1u]);
-            // Orders the lanes' reads before the next block's stores.
-            subgroupBarrier();
+            // Orders the lanes' reads (of both blocks, where paired) before the next stores.
+            if (!paired || fr % 2u == 1u) subgroupBarrier();
             take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], best1[fr], best2[fr], best_j[fr]);
         }
     }

@@ -57,13 +57,16 @@ _M.FUSED_SUMS_MAX_DIM = 1032
 
 -- Bytes of shared memory tensor_coopmat.comp declares for tiling t: its
 -- stages of rows (k steps of 32 bytes and 16 of padding, both slices), or,
--- where larger, the combine's scratch and rows' minima that reuse them.
+-- where larger, the combine's scratch (two 16 x 16 int32 blocks a subgroup)
+-- or the rows' minima that replace it (16 bytes and 4 a part, two parts a
+-- subgroup column).
 function _M.coopmat_shared_bytes(t, planes)
     local k, stages = t.k or _M.COOPMAT_TILING.k, t.stages or _M.COOPMAT_TILING.stages
     local sequences, candidates = t.wr * t.fr * 16, t.wc * t.fc * 16
     local staged = stages * planes * (sequences + candidates) * (32 * k + 16)
-    local combine = 16 * (t.wr * t.wc * 128 + 2 * sequences * t.wc * 2)
-    return math.max(staged, combine)
+    local scratch = t.wr * t.wc * 2 * 16 * 16 * 4
+    local minima = sequences * t.wc * 2 * (16 + 4)
+    return math.max(staged, scratch, minima)
 end
 
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
