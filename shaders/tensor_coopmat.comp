@@ -42,16 +42,12 @@
 #ifndef DIVGPU_COOPMAT_PRODUCTS_ONLY
 #define DIVGPU_COOPMAT_PRODUCTS_ONLY 0
 #endif
-// CM_DIRECT_LOADS = 1 (a bench variant): each subgroup loads its fragments
-// from the slice buffers directly (through the L1), no staging in shared
-// memory and no barriers in the loop.
-#ifndef CM_DIRECT_LOADS
-#define CM_DIRECT_LOADS 0
-#endif
-// CM_PAIRED_COMBINE = 1 (a bench variant, with FUSED_SUMS and CM_FR even):
-// the combine stores two blocks' sums before one subgroup barrier, not one.
-#ifndef CM_PAIRED_COMBINE
-#define CM_PAIRED_COMBINE 0
+// CM_TILE_CONSTANTS = 1 (the default): the combine's constants of the tile
+// (its columns' weights, its rows' scales and mask words) are loaded into
+// shared memory at the start, their latency hidden behind the products;
+// 0 (a bench variant): read from global memory in the combine.
+#ifndef CM_TILE_CONSTANTS
+#define CM_TILE_CONSTANTS 1
 #endif
 const bool GLOBAL_LOADS = DIVGPU_COOPMAT_PRODUCTS_ONLY < 2;
 const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
@@ -83,6 +79,9 @@ const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
 const uint M = 16u, N = 16u, K = 32u;
 const uint SUBGROUPS = CM_WR * CM_WC, THREADS = SUBGROUPS * 32u;
 const uint TILE_S = CM_WR * CM_FR * M, TILE_C = CM_WC * CM_FC * N;
+#if (CM_WC * CM_FC) % 2 != 0
+#error "tensor_coopmat: CM_WC * CM_FC is even, so a tile's columns are whole mask words"
+#endif
 layout(local_size_x = THREADS) in;
 // True where 128 A_2 + A_3 fits in int32 (D <= 1,032: tensor.md section 2),
 // set by the host: the combine then forms that sum on the accumulators and
@@ -133,9 +132,14 @@ const uint PARTS = CM_WC * 2u;
 const uint MINIMA_A = 0u, MINIMA_J = TILE_S * PARTS;
 const uint MINIMA = MINIMA_J + TILE_S * PARTS / 4u;
 const uint EPILOGUE = SUBGROUPS * SCRATCH > MINIMA ? SUBGROUPS * SCRATCH : MINIMA;
-const uint STAGED = CM_DIRECT_LOADS != 0 ? 0u : CM_STAGES * STAGE;
-const uint SHARED = STAGED > EPILOGUE ? STAGED : EPILOGUE;
+const uint SHARED = CM_STAGES * STAGE > EPILOGUE ? CM_STAGES * STAGE : EPILOGUE;
 shared uvec4 stage[SHARED];
+const uint MASK_WORDS = TILE_C / 32u;  // a row's mask words in a tile (c0 a multiple of TILE_C)
+#if CM_TILE_CONSTANTS
+shared double tile_weight[TILE_C];
+shared double row_scale[TILE_S];
+shared uint tile_mask[TILE_S * MASK_WORDS];
+#endif
 
 uint words32() { return (pc.num_items + 31u) / 32u; }
 
@@ -200,37 +204,6 @@ const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
         } \
     }
 
-// CM_DIRECT_LOADS: the 32-byte step at vector `at` of every row, its
-// fragments loaded from the slice buffers (rows padded to multiples of 16,
-// so a fragment is wholly inside them or wholly past them: zeros).
-#define PRODUCTS_DIRECT(at) { \
-        const uint vectors = pc.row_bytes / 16u; \
-        MAT_A p1[CM_FR], p2[CM_FR]; \
-        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
-            const uint r = s0 + (wr * CM_FR + fr) * M; \
-            p1[fr] = MAT_A(0); \
-            p2[fr] = MAT_A(0); \
-            if (r < pc.seq_rows) { \
-                coopMatLoad(p1[fr], centroid_slice, r * vectors + (at), vectors, gl_CooperativeMatrixLayoutRowMajor); \
-                coopMatLoad(p2[fr], centroid_slice, (pc.seq_rows + r) * vectors + (at), vectors, gl_CooperativeMatrixLayoutRowMajor); \
-            } \
-        } \
-        [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) { \
-            const uint c = c0 + (wc * CM_FC + fc) * N; \
-            MAT_B q1 = MAT_B(0), q2 = MAT_B(0); \
-            if (c < pc.item_rows) { \
-                coopMatLoad(q1, table_slice, c * vectors + (at), vectors, gl_CooperativeMatrixLayoutColumnMajor); \
-                coopMatLoad(q2, table_slice, (pc.item_rows + c) * vectors + (at), vectors, gl_CooperativeMatrixLayoutColumnMajor); \
-            } \
-            [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
-                const uint i = fr * CM_FC + fc; \
-                a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]); \
-                a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]); \
-                if (!TWIN_NO_P2Q1) a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]); \
-            } \
-        } \
-    }
-
 // Bench level 3: the first stage's fragments, loaded once, multiplied every time.
 #define PRODUCTS_FROM_REGISTERS \
     [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) { \
@@ -249,11 +222,40 @@ const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
 // since the integer sum and both power-of-two scalings are exact in f64 (the
 // exponents are those of f32 values, far inside f64's normal range).
 
-// 2^(e_j) / |E_j| of the lane's 8 columns from j0 (read once for its CM_FR
-// rows), each exact in f64 and cut on the host with the slices
-// (src/contract/tensor.rs: ldexp of the f32 inverse norm).
-void column_weights(uint j0, out double w[8]) {
-    [[unroll]] for (uint e = 0u; e < 8u; ++e) w[e] = column_weight[min(j0 + e, pc.num_items - 1u)];
+// 2^(e_j) / |E_j| of column j (clamped into the table), exact in f64 and cut
+// on the host with the slices (src/contract/tensor.rs: ldexp of the f32
+// inverse norm).
+double weight_of(uint j) { return column_weight[min(j, pc.num_items - 1u)]; }
+
+// 2^(e_s - 21) of sequence s's row (0 past the sequences).
+double scale_of(uint s) {
+    return s < pc.sequences ? ldexp(1.0lf, int(state_f64[s * STATE_F64 + F_EXPONENT]) - 21) : 0.0lf;
+}
+
+// The mask word of row s holding columns j0 .. j0 + 31 (all masked past the rows or the table).
+uint mask_of(uint s, uint j0) { return s < pc.sequences && j0 < pc.num_items ? mask[s * words32() + j0 / 32u] : ~0u; }
+
+#if CM_TILE_CONSTANTS
+// The tile's constants into shared memory, at the start: the products'
+// barriers order these writes before the combine reads them.
+void load_tile_constants(uint s0, uint c0) {
+    const uint t = gl_LocalInvocationID.x;
+    for (uint i = t; i < TILE_C; i += THREADS) tile_weight[i] = weight_of(c0 + i);
+    for (uint i = t; i < TILE_S; i += THREADS) row_scale[i] = scale_of(s0 + i);
+    for (uint i = t; i < TILE_S * MASK_WORDS; i += THREADS)
+        tile_mask[i] = mask_of(s0 + i / MASK_WORDS, c0 + i % MASK_WORDS * 32u);
+}
+#endif
+
+// The lane's 8 columns' weights from j0 (read once for its CM_FR rows).
+void column_weights(uint c0, uint j0, out double w[8]) {
+    [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+#if CM_TILE_CONSTANTS
+        w[e] = tile_weight[j0 - c0 + e];
+#else
+        w[e] = weight_of(j0 + e);
+#endif
+    }
 }
 
 // Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â
@@ -261,10 +263,14 @@ void column_weights(uint j0, out double w[8]) {
 // FUSED_SUMS), the lane's two least â and the
 // least's index kept. No early exit, so the 8 pairs unroll into
 // straight-line code.
-void take_block(uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
+void take_block(uint s0, uint c0, uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
                 inout double best1, inout double best2, inout uint best_j) {
     const bool row = s < pc.sequences;
-    const uint masked = row && j0 < pc.num_items ? mask[s * words32() + j0 / 32u] >> (j0 % 32u) : 0xffu;
+#if CM_TILE_CONSTANTS
+    const uint masked = tile_mask[(s - s0) * MASK_WORDS + (j0 - c0) / 32u] >> (j0 % 32u);
+#else
+    const uint masked = mask_of(s, j0) >> (j0 % 32u);
+#endif
     [[unroll]] for (uint e = 0u; e < 8u; ++e) {
         const uint j = j0 + e;
         double a = INF;
@@ -336,14 +342,12 @@ void main() {
         a2[i] = ACC(0);
         a3[i] = ACC(0);
     }
-#if CM_DIRECT_LOADS
-    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) PRODUCTS_DIRECT(k0 / 16u)
-#else
+#if CM_TILE_CONSTANTS
+    load_tile_constants(s0, c0);
+#endif
     uvec4 pre[LOADS];
     load_stage(s0, c0, 0u, pre);
-#endif
-#if CM_DIRECT_LOADS
-#elif DIVGPU_COOPMAT_PRODUCTS_ONLY == 3
+#if DIVGPU_COOPMAT_PRODUCTS_ONLY == 3
     store_stage(0u, pre);
     barrier();
     MAT_A r1[CM_FR], r2[CM_FR];
@@ -410,37 +414,34 @@ void main() {
         best2[fr] = INF;
         best_j[fr] = INDEX_NONE;
         const uint s = s0 + (wr * CM_FR + fr) * M + rr;
-        scale[fr] = s < pc.sequences ? ldexp(1.0lf, int(state_f64[s * STATE_F64 + F_EXPONENT]) - 21) : 0.0lf;
+#if CM_TILE_CONSTANTS
+        scale[fr] = row_scale[s - s0];
+#else
+        scale[fr] = scale_of(s);
+#endif
     }
     [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
         const uint j0 = c0 + (wc * CM_FC + fc) * N + side * 8u;
         double w[8];
-        column_weights(j0, w);
+        column_weights(c0, j0, w);
         [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
             const uint i = fr * CM_FC + fc;
-            // Paired: the fused sums of blocks fr (even) and fr + 1 through the scratch's two halves at once.
-            const bool paired = CM_PAIRED_COMBINE != 0 && FUSED_SUMS && CM_FR % 2 == 0;
-            const uint half_block = paired ? fr % 2u * (M * N / 4u) : 0u;
-            if (!paired || fr % 2u == 0u) {
-                if (FUSED_SUMS) {
-                    coopMatStore(a2[i] * ACC(128) + a3[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-                    if (paired) coopMatStore(a2[i + CM_FC] * ACC(128) + a3[i + CM_FC], stage, scratch + M * N / 4u, N / 4u,
-                                             gl_CooperativeMatrixLayoutRowMajor);
-                } else {
-                    coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-                    coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-                }
-                // Orders the subgroup's stores before its lanes read them.
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
+            if (FUSED_SUMS) {
+                coopMatStore(a2[i] * ACC(128) + a3[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+            } else {
+                coopMatStore(a2[i], stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(a3[i], stage, scratch + M * N / 4u, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
             }
-            const uint at = scratch + half_block + rr * (N / 4u) + side * 2u;
+            // Orders the subgroup's stores before its lanes read them.
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            const uint at = scratch + rr * (N / 4u) + side * 2u;
             const uvec4 x2[2] = { stage[at], stage[at + 1u] };
             uvec4 x3[2] = { uvec4(0u), uvec4(0u) };
             if (!FUSED_SUMS) x3 = uvec4[2](stage[at + M * N / 4u], stage[at + M * N / 4u + 1u]);
-            // Orders the lanes' reads (of both blocks, where paired) before the next stores.
-            if (!paired || fr % 2u == 1u) subgroupBarrier();
-            take_block(s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], best1[fr], best2[fr], best_j[fr]);
+            // Orders the lanes' reads before the next block's stores.
+            subgroupBarrier();
+            take_block(s0, c0, s0 + (wr * CM_FR + fr) * M + rr, j0, x2, x3, w, scale[fr], best1[fr], best2[fr], best_j[fr]);
         }
     }
     fold_minima(s0, tile, wr, wc, best1, best2, best_j);

@@ -59,14 +59,16 @@ _M.FUSED_SUMS_MAX_DIM = 1032
 -- stages of rows (k steps of 32 bytes and 16 of padding, both slices), or,
 -- where larger, the combine's scratch (two 16 x 16 int32 blocks a subgroup)
 -- or the rows' minima that replace it (16 bytes and 4 a part, two parts a
--- subgroup column).
+-- subgroup column); and the tile's constants beside them (a weight a
+-- column, a scale a row, a mask word a row and 32 columns).
 function _M.coopmat_shared_bytes(t, planes)
     local k, stages = t.k or _M.COOPMAT_TILING.k, t.stages or _M.COOPMAT_TILING.stages
     local sequences, candidates = t.wr * t.fr * 16, t.wc * t.fc * 16
     local staged = stages * planes * (sequences + candidates) * (32 * k + 16)
     local scratch = t.wr * t.wc * 2 * 16 * 16 * 4
     local minima = sequences * t.wc * 2 * (16 + 4)
-    return math.max(staged, scratch, minima)
+    local constants = candidates * 8 + sequences * 8 + sequences * candidates / 32 * 4
+    return math.max(staged, scratch, minima) + constants
 end
 
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
