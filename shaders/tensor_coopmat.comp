@@ -44,8 +44,9 @@
 #endif
 // CM_TILE_CONSTANTS = 1 (the default): the combine's constants of the tile
 // (its columns' weights, its rows' scales and mask words) are loaded into
-// shared memory at the start, their latency hidden behind the products;
-// 0 (a bench variant): read from global memory in the combine.
+// registers at the start, their latency hidden behind the products, and
+// kept in shared memory for the combine; 0 (a bench variant): read from
+// global memory in the combine.
 #ifndef CM_TILE_CONSTANTS
 #define CM_TILE_CONSTANTS 1
 #endif
@@ -236,14 +237,31 @@ double scale_of(uint s) {
 uint mask_of(uint s, uint j0) { return s < pc.sequences && j0 < pc.num_items ? mask[s * words32() + j0 / 32u] : ~0u; }
 
 #if CM_TILE_CONSTANTS
-// The tile's constants into shared memory, at the start: the products'
-// barriers order these writes before the combine reads them.
-void load_tile_constants(uint s0, uint c0) {
+// A thread's share of the tile's constants, fetched before the products and
+// kept in shared memory after them (the loads in flight meanwhile).
+const uint HELD_W = (TILE_C + THREADS - 1u) / THREADS, HELD_S = (TILE_S + THREADS - 1u) / THREADS;
+const uint HELD_M = (TILE_S * MASK_WORDS + THREADS - 1u) / THREADS;
+struct TileConstants { double w[HELD_W]; double scale[HELD_S]; uint mask[HELD_M]; };
+
+TileConstants fetch_tile_constants(uint s0, uint c0) {
     const uint t = gl_LocalInvocationID.x;
-    for (uint i = t; i < TILE_C; i += THREADS) tile_weight[i] = weight_of(c0 + i);
-    for (uint i = t; i < TILE_S; i += THREADS) row_scale[i] = scale_of(s0 + i);
-    for (uint i = t; i < TILE_S * MASK_WORDS; i += THREADS)
-        tile_mask[i] = mask_of(s0 + i / MASK_WORDS, c0 + i % MASK_WORDS * 32u);
+    TileConstants held;
+    [[unroll]] for (uint h = 0u; h < HELD_W; ++h) held.w[h] = weight_of(c0 + min(t + h * THREADS, TILE_C - 1u));
+    [[unroll]] for (uint h = 0u; h < HELD_S; ++h) held.scale[h] = scale_of(s0 + min(t + h * THREADS, TILE_S - 1u));
+    [[unroll]] for (uint h = 0u; h < HELD_M; ++h) {
+        const uint i = min(t + h * THREADS, TILE_S * MASK_WORDS - 1u);
+        held.mask[h] = mask_of(s0 + i / MASK_WORDS, c0 + i % MASK_WORDS * 32u);
+    }
+    return held;
+}
+
+void keep_tile_constants(TileConstants held) {
+    const uint t = gl_LocalInvocationID.x;
+    [[unroll]] for (uint h = 0u; h < HELD_W; ++h) if (t + h * THREADS < TILE_C) tile_weight[t + h * THREADS] = held.w[h];
+    [[unroll]] for (uint h = 0u; h < HELD_S; ++h) if (t + h * THREADS < TILE_S) row_scale[t + h * THREADS] = held.scale[h];
+    [[unroll]] for (uint h = 0u; h < HELD_M; ++h) {
+        if (t + h * THREADS < TILE_S * MASK_WORDS) tile_mask[t + h * THREADS] = held.mask[h];
+    }
 }
 #endif
 
@@ -343,7 +361,7 @@ void main() {
         a3[i] = ACC(0);
     }
 #if CM_TILE_CONSTANTS
-    load_tile_constants(s0, c0);
+    const TileConstants held = fetch_tile_constants(s0, c0);
 #endif
     uvec4 pre[LOADS];
     load_stage(s0, c0, 0u, pre);
@@ -394,6 +412,11 @@ void main() {
     }
     // Orders the last stage's reads before the combine's writes (the loops
     // above end on a barrier already).
+    barrier();
+#endif
+#if CM_TILE_CONSTANTS
+    keep_tile_constants(held);
+    // Orders the constants' writes before the combine reads them.
     barrier();
 #endif
     const uint scratch = g * SCRATCH;

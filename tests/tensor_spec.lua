@@ -141,7 +141,7 @@ describe("tensor filter on tensor cores", function()
     end)
 
     it("coopmat_shared_bytes gives what the H200's driver reported for four tilings (2026-12-04)", function()
-        -- Pipeline statistics' "Shared Memory Size" in bench/results/2026-12-04_h200_PENDING/tensor_paths.jsonl.
+        -- Pipeline statistics' "Shared Memory Size" in bench/results/2026-12-04_h200_ff5b76d/tensor_paths.jsonl.
         assert.are.equal(45056, tensor.coopmat_shared_bytes({ wr = 4, wc = 2, fr = 2, fc = 4, k = 2, stages = 1 }, 2))
         assert.are.equal(26112, tensor.coopmat_shared_bytes({ wr = 2, wc = 2, fr = 2, fc = 2, k = 1, stages = 2 }, 2))
         assert.are.equal(30720 + 2560, tensor.coopmat_shared_bytes({ wr = 4, wc = 2, fr = 2, fc = 2, k = 2, stages = 1 }, 2))
