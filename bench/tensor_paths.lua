@@ -10,8 +10,8 @@
 --   luajit bench/tensor_paths.lua TABLE STARTS LENGTH [TILINGS] [PLAIN_RUNS]
 -- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc[,k[,stages]] ..."
 -- (default: the shipped one). PLAIN_RUNS: whole runs of the plain path
--- (default 1; 0 on tables where it takes minutes). PRODUCTS_ONLY="1 2 .."
--- in the environment: each tiling's tensor-core loop is timed also at those
+-- (default 1; 0 on tables where it takes minutes). ROUNDS=n in the
+-- environment: n rounds of the timings. PRODUCTS_ONLY="1 2 .." in the environment: each tiling's tensor-core loop is timed also at those
 -- levels of DIVGPU_COOPMAT_PRODUCTS_ONLY (tensor_coopmat.comp: without the
 -- combine, then without global loads, ...), bench variants whose results are
 -- garbage and never checked, to show what binds. VARIANTS="K=V[,K=V] ..."
@@ -176,11 +176,15 @@ local function products_of(i, level)
     return products_seconds(batches[i], 20, level and bare[i][level] or nil)
 end
 
--- The products alone, each tiling in turn, three rounds (and the plain path once).
+-- The products alone, each tiling in turn, ROUNDS rounds (default 3; and the
+-- plain path once), after a second or so of the first tiling's products
+-- whose times are dropped (in call 6 the clocks were still rising through
+-- the first two rounds: bench/results/2026-12-04_h200_c96e052).
 local plain_products = products_seconds(bp, 1)
 print(string.format('{"products": "plain", "gpu_seconds": %.6f, "useful_int8_tops": %.2f}', plain_products,
     2 * step_macs / plain_products / 1e12))
-for round = 1, 3 do
+products_seconds(batches[1], 2500)
+for round = 1, tonumber(os.getenv("ROUNDS") or "3") do
     for i, t in ipairs(tilings) do
         for v = 0, #levels do
             local level = levels[v]

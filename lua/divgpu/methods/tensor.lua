@@ -108,13 +108,18 @@ end
 --- tensor.fits(ctx, e) -> true, why; or nil, why the filter cannot run this
 --- table here (no int64, the chain's no-overflow certificate, a table its
 --- slices cannot certify).
-function _M.fits(ctx, e)
+-- fits' refusals that need no slices: nil, why; or true.
+local function refusal(ctx, e)
     if not ctx.info.int64 then
         return nil, string_format("device '%s' lacks shaderInt64, which the tensor filter needs", ctx.info.name)
     end
     local ok, why = device.table_fits(ctx, e, 4)
     if not ok then return nil, why end
-    ok, why = e:gram_admissible()  -- the chain's no-overflow certificate (docs/contract.md#no-overflow)
+    return e:gram_admissible()  -- the chain's no-overflow certificate (docs/contract.md#no-overflow)
+end
+
+function _M.fits(ctx, e)
+    local ok, why = refusal(ctx, e)
     if not ok then return nil, why end
     local slices, slice_why = divgpu.jobs.tensor_slices(e)
     if not slices then return nil, slice_why end
@@ -141,11 +146,45 @@ local function upload(self, ctx, e, slices)
         { "weights_buffer", slices.weights, "column weights" } }, self))
 end
 
+-- The tensor cores' kernel of opts (its tiling, defines, descriptor) begun: pending.
+local function begin_coopmat(self, ctx, e, opts)
+    local t = opts.coopmat_tiling or _M.COOPMAT_TILING
+    self.coopmat_tiling = t
+    self.coopmat_tile = { sequences = t.wr * t.fr * 16, candidates = t.wc * t.fc * 16 }
+    local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc,
+        CM_KSTEPS = t.k or _M.COOPMAT_TILING.k, CM_STAGES = t.stages or _M.COOPMAT_TILING.stages }, opts.coopmat_defines)
+    local descriptor = COOPMAT
+    if opts.coopmat_export then
+        -- The same kernel, every pair's â also stored: its own bindings (the descriptor's export).
+        descriptor = setmetatable({ bindings = COOPMAT.export.bindings }, { __index = COOPMAT })
+        defines = merged(defines, COOPMAT.export.defines)
+        self.export = true
+    end
+    self.coopmat_descriptor = descriptor
+    self.tile_width = self.coopmat_tile.candidates
+    self.products_note = string_format("tensor: the slice products on tensor cores (int8 cooperative matrices, "
+        .. "tiles of %d sequences x %d candidates)", self.coopmat_tile.sequences, self.coopmat_tile.candidates)
+    return need(kernel.begin(ctx, descriptor, { name = "tensor_coopmat", defines = next(defines) and defines or nil,
+        constants = { fused_sums = (opts.fused_sums ~= false and e.dim <= _M.FUSED_SUMS_MAX_DIM) and 1 or 0 } }))
+end
+
+-- The tiling's threads and shared memory against the device's limits (the slices' planes known).
+local function check_coopmat_tiling(self, info)
+    local t = self.coopmat_tiling
+    local threads = t.wr * t.wc * 32
+    local k, stages = t.k or _M.COOPMAT_TILING.k, t.stages or _M.COOPMAT_TILING.stages
+    local shared_bytes = _M.coopmat_shared_bytes(t, self.planes)
+    if threads > info.max_workgroup_invocations or shared_bytes > info.max_shared_memory then
+        fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d (k %d, %d stages) needs %d threads and "
+            .. "%d bytes of shared memory; device '%s' allows %d and %d", t.wr, t.wc, t.fr, t.fc, k, stages, threads,
+            shared_bytes, info.name, info.max_workgroup_invocations, info.max_shared_memory))
+    end
+end
+
 local function make_job(ctx, e, opts)
     local now = divgpu.clock.now
     local t0 = now()
-    local ok, why, slices = _M.fits(ctx, e)
-    local t_sliced = now()
+    local ok, why = refusal(ctx, e)
     if not ok then fail("the tensor filter cannot run here: " .. why) end
     local info = ctx.info
     local wg = opts.workgroup_size or device.default_workgroup(info)
@@ -158,55 +197,37 @@ local function make_job(ctx, e, opts)
             e.dim, shared, wg, info.name, info.max_shared_memory))
     end
     local self = setmetatable({ ctx = ctx, embeddings = e, n = e.n, dim = e.dim, method = "tensor",
-                                workgroup_size = wg, window_capacity = capacity, words = slices.words,
-                                planes = slices.planes, item_rows = slices.item_rows, tile_width = wg,
+                                workgroup_size = wg, window_capacity = capacity, tile_width = wg,
                                 check = opts.defines and opts.defines.DIVGPU_TENSOR_CHECK }, Job)
-    upload(self, ctx, e, slices)
-    local t_uploaded = now()
     local underflow
     underflow, self.underflow_note = device.underflow_defines(ctx, e, opts.exact_underflow)
     local t_certified = now()
+    -- The pipelines compile on threads of their own while the host cuts the slices.
     local defines = merged(underflow, opts.defines)
-    self.kernel = need(kernel.new(ctx, TENSOR, {
+    local tensor_pending = need(kernel.begin(ctx, TENSOR, {
         spirv = opts.spirv, defines = next(defines) and defines or nil, name = "tensor",
         constants = { workgroup_size = wg, max_dim = e.dim, window_capacity = capacity, subgroup_slots = subgroup_slots },
     }))
-    if opts.coopmat then
-        local t = opts.coopmat_tiling or _M.COOPMAT_TILING
-        self.coopmat_tile = { sequences = t.wr * t.fr * 16, candidates = t.wc * t.fc * 16 }
-        local threads = t.wr * t.wc * 32
-        local k, stages = t.k or _M.COOPMAT_TILING.k, t.stages or _M.COOPMAT_TILING.stages
-        local shared_bytes = _M.coopmat_shared_bytes(t, self.planes)
-        if threads > info.max_workgroup_invocations or shared_bytes > info.max_shared_memory then
-            fail(string_format("tensor: the cooperative-matrix tiling %dx%dx%dx%d (k %d, %d stages) needs %d threads and "
-                .. "%d bytes of shared memory; device '%s' allows %d and %d", t.wr, t.wc, t.fr, t.fc, k, stages, threads,
-                shared_bytes, info.name, info.max_workgroup_invocations, info.max_shared_memory))
-        end
-        local defines = merged(opts.coopmat_tiling and { CM_WR = t.wr, CM_WC = t.wc, CM_FR = t.fr, CM_FC = t.fc,
-            CM_KSTEPS = k, CM_STAGES = stages }, opts.coopmat_defines)
-        local descriptor = COOPMAT
-        if opts.coopmat_export then
-            -- The same kernel, every pair's â also stored: its own bindings (the descriptor's export).
-            descriptor = setmetatable({ bindings = COOPMAT.export.bindings }, { __index = COOPMAT })
-            defines = merged(defines, COOPMAT.export.defines)
-            self.export = true
-        end
-        self.coopmat_descriptor = descriptor
-        self.coopmat = need(kernel.new(ctx, descriptor, { name = "tensor_coopmat",
-            defines = next(defines) and defines or nil,
-            constants = { fused_sums = (opts.fused_sums ~= false and e.dim <= _M.FUSED_SUMS_MAX_DIM) and 1 or 0 } }))
-        self.tile_width = self.coopmat_tile.candidates
-        self.products_note = string_format("tensor: the slice products on tensor cores (int8 cooperative matrices, "
-            .. "tiles of %d sequences x %d candidates)", self.coopmat_tile.sequences, self.coopmat_tile.candidates)
-    else
+    local coopmat_pending = opts.coopmat and begin_coopmat(self, ctx, e, opts)
+    if not opts.coopmat then
         self.products_note = _M.has_coopmat(ctx) and "tensor: the slice products in plain shader code (as asked)"
             or "tensor: the slice products in plain shader code (the device has no int8 cooperative matrices)"
     end
+    local t_begun = now()
+    local slices, slice_why = divgpu.jobs.tensor_slices(e)
+    if not slices then fail("the tensor filter cannot run here: " .. slice_why) end
+    self.words, self.planes, self.item_rows = slices.words, slices.planes, slices.item_rows
+    if opts.coopmat then check_coopmat_tiling(self, info) end
+    local t_sliced = now()
+    upload(self, ctx, e, slices)
+    local t_uploaded = now()
+    self.kernel = need(tensor_pending:wait())
+    if coopmat_pending then self.coopmat = need(coopmat_pending:wait()) end
     self.tiles = ceil(e.n / self.tile_width)
     local t_end = now()
-    self.setup_note = string_format("set-up %.2f s: certificate and slices %.2f, tables uploaded %.2f, subnormal "
-        .. "certificate %.2f, kernels %.2f", t_end - t0, t_sliced - t0, t_uploaded - t_sliced, t_certified - t_uploaded,
-        t_end - t_certified)
+    self.setup_note = string_format("set-up %.2f s: subnormal certificate %.2f, kernels begun %.2f, certificate and "
+        .. "slices %.2f, tables uploaded %.2f, waited %.2f for the kernels", t_end - t0, t_certified - t0,
+        t_begun - t_certified, t_sliced - t_begun, t_uploaded - t_sliced, t_end - t_uploaded)
     return self
 end
 
