@@ -260,6 +260,7 @@ tensor() {  # the tensor filter on tensor cores: parity with the plain path, the
 }
 
 quick() {  # one short call: the tensor filter's paths and rate (seed table), the big job and the million by auto, PyTorch beside
+    # (AUTO_MID=1: also auto's pick at 131,072 x 768 x 2,048 x 257 against gram and tensor)
     TENSOR_BIG=0 tensor
     BIG=$(npy_table "$BIG_N" "$BIG_D")
     timed big_auto timeout 150 bin/divgpu run --embeddings "$BIG" --starts "0:$BIG_S" --length "$BIG_L" \
@@ -269,6 +270,17 @@ quick() {  # one short call: the tensor filter's paths and rate (seed table), th
         timeout 120 bin/divgpu verify --embeddings "$BIG" --cache /tmp/big_auto.json --sample 16 --seed 20261201 \
             >"$LOGS/big_verify.out" 2>"$LOGS/big_verify.log"
         echo "  big_auto verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
+    fi
+    if [ "${AUTO_MID:-0}" = 1 ]; then  # auto's pick at 131,072 x 768 x 2,048 x 257, beside gram and tensor asked for
+        A=$(npy_table 131072 768)
+        for how in auto gram tensor; do
+            timed "mid_$how" timeout 90 bin/divgpu run --embeddings "$A" --starts 0:2048 --length 257 --method "$how" \
+                --out "/tmp/mid_$how.json" --progress-interval 10
+        done
+        for how in gram tensor; do
+            cmp /tmp/mid_auto.json "/tmp/mid_$how.json" && echo "  mid_$how vs mid_auto: cmp identical" | tee -a "$OUT/summary.txt" \
+                || echo "  mid_$how vs mid_auto: DIFFER" | tee -a "$OUT/summary.txt"
+        done
     fi
     M=$(npy_table "$MILLION_N" 384)
     timed million_run timeout 200 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \

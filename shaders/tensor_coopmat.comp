@@ -42,22 +42,15 @@
 #ifndef DIVGPU_COOPMAT_PRODUCTS_ONLY
 #define DIVGPU_COOPMAT_PRODUCTS_ONLY 0
 #endif
-// CM_TILE_CONSTANTS = 1 (the default): the combine's constants of the tile
-// (its columns' weights, its rows' scales and mask words) are loaded into
-// registers at the start, their latency hidden behind the products, and
-// kept in shared memory for the combine; 0 (a bench variant): read from
-// global memory in the combine.
-#ifndef CM_TILE_CONSTANTS
-#define CM_TILE_CONSTANTS 1
-#endif
 const bool GLOBAL_LOADS = DIVGPU_COOPMAT_PRODUCTS_ONLY < 2;
 const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
-// same; tests/tensor_spec.lua checks it): 128 x 128 pairs a workgroup, 241
-// useful TOPS on the H200 (bench/results/2026-12-03_h200_106b1f8). In the
-// call before the column weights the tilings were within 4% of each other:
-// this one 215, 4,2,2,4,1,2 218, and 64 x 64 (2,2,2,2,1,2) 223 (..._4b9dbbb);
-// this one is kept because the big job and the million were measured with it.
+// same; tests/tensor_spec.lua checks it): 128 x 128 pairs a workgroup, 394
+// useful TOPS on the H200 (bench/results/2026-12-04_h200_75d38f4). In the
+// same day's calls every other tiling was slower: 64 x 64 (2,2,2,2,1,2)
+// 272, 16 subgroups of 2 x 2 blocks (4,4,2,2,1,1) 318, 128 x 64 and 64 x 128
+// 256-287 (..._ff5b76d, ..._f105c7b): one workgroup of 8 subgroups an SM
+// with 8 blocks each reuses its staged rows best.
 #ifndef CM_WR
 #define CM_WR 4   // subgroups along the sequences
 #define CM_WC 2   // subgroups along the candidates
@@ -136,11 +129,9 @@ const uint EPILOGUE = SUBGROUPS * SCRATCH > MINIMA ? SUBGROUPS * SCRATCH : MINIM
 const uint SHARED = CM_STAGES * STAGE > EPILOGUE ? CM_STAGES * STAGE : EPILOGUE;
 shared uvec4 stage[SHARED];
 const uint MASK_WORDS = TILE_C / 32u;  // a row's mask words in a tile (c0 a multiple of TILE_C)
-#if CM_TILE_CONSTANTS
 shared double tile_weight[TILE_C];
 shared double row_scale[TILE_S];
 shared uint tile_mask[TILE_S * MASK_WORDS];
-#endif
 
 uint words32() { return (pc.num_items + 31u) / 32u; }
 
@@ -236,7 +227,6 @@ double scale_of(uint s) {
 // The mask word of row s holding columns j0 .. j0 + 31 (all masked past the rows or the table).
 uint mask_of(uint s, uint j0) { return s < pc.sequences && j0 < pc.num_items ? mask[s * words32() + j0 / 32u] : ~0u; }
 
-#if CM_TILE_CONSTANTS
 // A thread's share of the tile's constants, fetched before the products and
 // kept in shared memory after them (the loads in flight meanwhile).
 const uint HELD_W = (TILE_C + THREADS - 1u) / THREADS, HELD_S = (TILE_S + THREADS - 1u) / THREADS;
@@ -263,17 +253,10 @@ void keep_tile_constants(TileConstants held) {
         if (t + h * THREADS < TILE_S * MASK_WORDS) tile_mask[t + h * THREADS] = held.mask[h];
     }
 }
-#endif
 
 // The lane's 8 columns' weights from j0 (read once for its CM_FR rows).
 void column_weights(uint c0, uint j0, out double w[8]) {
-    [[unroll]] for (uint e = 0u; e < 8u; ++e) {
-#if CM_TILE_CONSTANTS
-        w[e] = tile_weight[j0 - c0 + e];
-#else
-        w[e] = weight_of(j0 + e);
-#endif
-    }
+    [[unroll]] for (uint e = 0u; e < 8u; ++e) w[e] = tile_weight[j0 - c0 + e];
 }
 
 // Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â
@@ -284,11 +267,7 @@ void column_weights(uint c0, uint j0, out double w[8]) {
 void take_block(uint s0, uint c0, uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
                 inout double best1, inout double best2, inout uint best_j) {
     const bool row = s < pc.sequences;
-#if CM_TILE_CONSTANTS
     const uint masked = tile_mask[(s - s0) * MASK_WORDS + (j0 - c0) / 32u] >> (j0 % 32u);
-#else
-    const uint masked = mask_of(s, j0) >> (j0 % 32u);
-#endif
     [[unroll]] for (uint e = 0u; e < 8u; ++e) {
         const uint j = j0 + e;
         double a = INF;
@@ -360,9 +339,7 @@ void main() {
         a2[i] = ACC(0);
         a3[i] = ACC(0);
     }
-#if CM_TILE_CONSTANTS
     const TileConstants held = fetch_tile_constants(s0, c0);
-#endif
     uvec4 pre[LOADS];
     load_stage(s0, c0, 0u, pre);
 #if DIVGPU_COOPMAT_PRODUCTS_ONLY == 3
@@ -414,11 +391,9 @@ void main() {
     // above end on a barrier already).
     barrier();
 #endif
-#if CM_TILE_CONSTANTS
     keep_tile_constants(held);
     // Orders the constants' writes before the combine reads them.
     barrier();
-#endif
     const uint scratch = g * SCRATCH;
 #if DIVGPU_COOPMAT_PRODUCTS_ONLY
     // Every accumulator kept live through one stored sum; the partials are garbage.
@@ -437,11 +412,7 @@ void main() {
         best2[fr] = INF;
         best_j[fr] = INDEX_NONE;
         const uint s = s0 + (wr * CM_FR + fr) * M + rr;
-#if CM_TILE_CONSTANTS
         scale[fr] = row_scale[s - s0];
-#else
-        scale[fr] = scale_of(s);
-#endif
     }
     [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
         const uint j0 = c0 + (wc * CM_FC + fc) * N + side * 8u;

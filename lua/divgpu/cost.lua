@@ -33,9 +33,9 @@ local _M = {}
 -- binds it, so it is charged as traffic at the measured rate).
 -- The tensor filter's products (shaders/tensor_coopmat.comp, 128 x 128 tiles
 -- staged in shared memory, two slices: three products a pair, the f64
--- combine included) 241 useful TOPS of the 1,281 measured from registers on
--- the H200 (2026-12-03, seed table, bench/results/2026-12-03_h200_106b1f8): 0.188.
-_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.49, baseline = 0.05, tensor = 0.188 }
+-- combine included) 394 useful TOPS of the 1,279 measured from registers on
+-- the H200 (2026-12-04, seed table, bench/results/2026-12-04_h200_75d38f4): 0.308.
+_M.EFFICIENCY = { gram_build = 0.35, gemm = 0.49, baseline = 0.05, tensor = 0.308 }
 -- Table values a second the host cuts into slices (src/contract/tensor.rs, on
 -- every core), with the chain's certificate: 262,144 x 768 in 0.15 s and
 -- 1,048,576 x 384 in 0.27 s on the H200's host of 16 cores (2026-12-03).
