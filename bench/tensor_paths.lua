@@ -10,13 +10,14 @@
 --   luajit bench/tensor_paths.lua TABLE STARTS LENGTH [TILINGS] [PLAIN_RUNS]
 -- TABLE: a file, or synth:N:D. TILINGS: "wr,wc,fr,fc[,k[,stages]] ..."
 -- (default: the shipped one). PLAIN_RUNS: whole runs of the plain path
--- (default 1; 0 on tables where it takes minutes). ROUNDS=n in the
--- environment: n rounds of the timings. PRODUCTS_ONLY="1 2 .." in the environment: each tiling's tensor-core loop is timed also at those
--- levels of DIVGPU_COOPMAT_PRODUCTS_ONLY (tensor_coopmat.comp: without the
--- combine, then without global loads, ...), bench variants whose results are
--- garbage and never checked, to show what binds. VARIANTS="K=V[,K=V] ..."
--- in the environment: the first tiling again with each item's defines of
--- tensor_coopmat.comp (upper-case keys, e.g. CM_DIRECT_LOADS=1) or job
+-- (default 1; 0 on tables where it takes minutes). In the environment:
+-- ROUNDS=n, n rounds of the timings (default 3); PRODUCTS_ONLY="1 2 ..",
+-- each tiling's tensor-core loop timed also at those levels of
+-- DIVGPU_COOPMAT_PRODUCTS_ONLY (tensor_coopmat.comp: without the combine,
+-- then without global loads, ...), bench variants whose results are garbage
+-- and never checked, to show what binds; VARIANTS="K=V[,K=V] ...", the first
+-- tiling again with each item's defines of tensor_coopmat.comp (upper-case
+-- keys; DIVGPU_COOPMAT_PERTURB=1 is a twin the checks must flag) or job
 -- options (fused_sums=0), each checked and timed as a tiling of its own.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"

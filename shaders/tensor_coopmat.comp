@@ -247,8 +247,12 @@ TileConstants fetch_tile_constants(uint s0, uint c0) {
 
 void keep_tile_constants(TileConstants held) {
     const uint t = gl_LocalInvocationID.x;
-    [[unroll]] for (uint h = 0u; h < HELD_W; ++h) if (t + h * THREADS < TILE_C) tile_weight[t + h * THREADS] = held.w[h];
-    [[unroll]] for (uint h = 0u; h < HELD_S; ++h) if (t + h * THREADS < TILE_S) row_scale[t + h * THREADS] = held.scale[h];
+    [[unroll]] for (uint h = 0u; h < HELD_W; ++h) {
+        if (t + h * THREADS < TILE_C) tile_weight[t + h * THREADS] = held.w[h];
+    }
+    [[unroll]] for (uint h = 0u; h < HELD_S; ++h) {
+        if (t + h * THREADS < TILE_S) row_scale[t + h * THREADS] = held.scale[h];
+    }
     [[unroll]] for (uint h = 0u; h < HELD_M; ++h) {
         if (t + h * THREADS < TILE_S * MASK_WORDS) tile_mask[t + h * THREADS] = held.mask[h];
     }
@@ -261,9 +265,8 @@ void column_weights(uint c0, uint j0, out double w[8]) {
 
 // Row s's 8 pairs from column j0 (a multiple of 8: one mask word): their â
 // from the block's sums x2, x3 (A_2, A_3; or x2 = 128 A_2 + A_3 where
-// FUSED_SUMS), the lane's two least â and the
-// least's index kept. No early exit, so the 8 pairs unroll into
-// straight-line code.
+// FUSED_SUMS), the lane's two least â and the least's index kept. No early
+// exit, so the 8 pairs unroll into straight-line code.
 void take_block(uint s0, uint c0, uint s, uint j0, uvec4 x2[2], uvec4 x3[2], double w[8], double scale,
                 inout double best1, inout double best2, inout uint best_j) {
     const bool row = s < pc.sequences;

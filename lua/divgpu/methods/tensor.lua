@@ -332,7 +332,7 @@ local function record_products(self, rec, push, variant)
         if variant then
             self.variant_groups = self.variant_groups or {}
             self.variant_groups[variant] = self.variant_groups[variant]
-                or need(variant:bind(bindings_of(job.coopmat_descriptor, self.buffers)))
+                or need(variant:bind(bindings_of(variant.descriptor, self.buffers)))
             kernel, group = variant, self.variant_groups[variant]
         end
         return kernel:dispatch(rec, group, { num_items = job.n, sequences = self.count,
