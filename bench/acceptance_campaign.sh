@@ -23,6 +23,9 @@
 #                                               verify --sample, PyTorch beside
 #   bash bench/acceptance_campaign.sh quick     one short call: the tensor filter's paths and rate on the seed
 #                                               table, then the big job and the million by auto against PyTorch
+#                                               (AUTO_MID=1: large_auto too)
+#   bash bench/acceptance_campaign.sh large_auto  131,072 x 768 x 2,048 x 257 by auto, by gram and by tensor,
+#                                               the outputs compared, PyTorch beside
 #   bash bench/acceptance_campaign.sh stall     gram_parity.lua's third check in variants, each under a
 #                                               timeout, a line a chunk (bench/gram_stall_probe.lua)
 #   bash bench/acceptance_campaign.sh variants  the step kernel's forms (uniform barriers, warp-uniform branches) on the
@@ -259,8 +262,21 @@ tensor() {  # the tensor filter on tensor cores: parity with the plain path, the
     echo "  big_tensor verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
 }
 
+large_auto() {  # large()'s job by auto, beside gram and tensor asked for and PyTorch
+    LARGE=$(npy_table "$LARGE_N" 768)
+    for how in auto gram tensor; do
+        timed "large_$how" timeout 90 bin/divgpu run --embeddings "$LARGE" --starts "0:$LARGE_S" --length 257 \
+            --method "$how" --out "/tmp/large_$how.json" --progress-interval 10
+    done
+    for how in gram tensor; do
+        cmp /tmp/large_auto.json "/tmp/large_$how.json" && echo "  large_$how vs large_auto: cmp identical" \
+            | tee -a "$OUT/summary.txt" || echo "  large_$how vs large_auto: DIFFER" | tee -a "$OUT/summary.txt"
+    done
+    against_peer large_torch "$LARGE" "0:$LARGE_S" 257 large_auto
+}
+
 quick() {  # one short call: the tensor filter's paths and rate (seed table), the big job and the million by auto, PyTorch beside
-    # (AUTO_MID=1: also auto's pick at 131,072 x 768 x 2,048 x 257 against gram and tensor)
+    # (AUTO_MID=1: also large_auto, auto's pick at 131,072 x 768 x 2,048 x 257 against gram, tensor and PyTorch)
     TENSOR_BIG=0 tensor
     BIG=$(npy_table "$BIG_N" "$BIG_D")
     timed big_auto timeout 150 bin/divgpu run --embeddings "$BIG" --starts "0:$BIG_S" --length "$BIG_L" \
@@ -271,17 +287,7 @@ quick() {  # one short call: the tensor filter's paths and rate (seed table), th
             >"$LOGS/big_verify.out" 2>"$LOGS/big_verify.log"
         echo "  big_auto verify --sample 16: exit $?; $(tail -n 1 "$LOGS/big_verify.out")" | tee -a "$OUT/summary.txt"
     fi
-    if [ "${AUTO_MID:-0}" = 1 ]; then  # auto's pick at 131,072 x 768 x 2,048 x 257, beside gram and tensor asked for
-        A=$(npy_table 131072 768)
-        for how in auto gram tensor; do
-            timed "mid_$how" timeout 90 bin/divgpu run --embeddings "$A" --starts 0:2048 --length 257 --method "$how" \
-                --out "/tmp/mid_$how.json" --progress-interval 10
-        done
-        for how in gram tensor; do
-            cmp /tmp/mid_auto.json "/tmp/mid_$how.json" && echo "  mid_$how vs mid_auto: cmp identical" | tee -a "$OUT/summary.txt" \
-                || echo "  mid_$how vs mid_auto: DIFFER" | tee -a "$OUT/summary.txt"
-        done
-    fi
+    if [ "${AUTO_MID:-0}" = 1 ]; then large_auto; fi
     M=$(npy_table "$MILLION_N" 384)
     timed million_run timeout 200 bin/divgpu run --embeddings "$M" --starts "0:$MILLION_S" --length 101 --format binary \
         --out /tmp/million.bin --progress-interval 5
@@ -319,8 +325,8 @@ million() {
 
 for mode in "$@"; do
     case "$mode" in
-    seed | mid | large | diagnose | parity | real | gemm | gemm_tune | big | tensor | million | quick | stall | variants | build | gram | direct) ;;
-    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, gemm_tune, big, tensor, million, quick, stall, variants, build; gram, direct)" >&2; exit 2 ;;
+    seed | mid | large | diagnose | parity | real | gemm | gemm_tune | big | tensor | million | quick | large_auto | stall | variants | build | gram | direct) ;;
+    *) echo "unknown mode $mode (seed, mid, large, diagnose, parity, real, gemm, gemm_tune, big, tensor, million, quick, large_auto, stall, variants, build; gram, direct)" >&2; exit 2 ;;
     esac
 done
 echo "== ceilings ($(date -u +%FT%TZ))" | tee -a "$OUT/summary.txt"

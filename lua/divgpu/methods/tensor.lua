@@ -105,9 +105,6 @@ function _M.serves(request)
     return nil, "shapes and precisions other than baseline fp32 run only with the direct method"
 end
 
---- tensor.fits(ctx, e) -> true, why; or nil, why the filter cannot run this
---- table here (no int64, the chain's no-overflow certificate, a table its
---- slices cannot certify).
 -- fits' refusals that need no slices: nil, why; or true.
 local function refusal(ctx, e)
     if not ctx.info.int64 then
@@ -118,6 +115,9 @@ local function refusal(ctx, e)
     return e:gram_admissible()  -- the chain's no-overflow certificate (docs/contract.md#no-overflow)
 end
 
+--- tensor.fits(ctx, e) -> true, why; or nil, why the filter cannot run this
+--- table here (no int64, the chain's no-overflow certificate, a table its
+--- slices cannot certify).
 function _M.fits(ctx, e)
     local ok, why = refusal(ctx, e)
     if not ok then return nil, why end
