@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 # Cargo's build folder lives outside the checkout, so a fresh clone on the
-# same machine (CI) reuses the ~8-minute shaderc build instead of redoing it.
+# same machine (CI) reuses the build instead of redoing it.
 CARGO_TARGET_DIR ?= $(HOME)/.cache/divgpu/target
 export CARGO_TARGET_DIR
 
@@ -17,7 +17,24 @@ CACHE ?= diversity_cache.json
 # libraries, the Vulkan loader, Mesa's CPU Vulkan driver (lavapipe) and
 # validation layer, and what shaderc's from-source build needs.
 APT_PACKAGES := luajit lua-argparse lua-busted lua-dkjson libvulkan1 mesa-vulkan-drivers \
-	vulkan-validationlayers cmake ninja-build g++ python3 python3-numpy pkg-config git fonts-dejavu-core
+	vulkan-validationlayers cmake ninja-build g++ python3 python3-numpy pkg-config git fonts-dejavu-core \
+	libshaderc-dev glslang-dev spirv-tools
+
+# shaderc: Debian's static libraries when present (seconds to link), else
+# shaderc-sys builds it from source (about 20 minutes on 2 cores).
+# SHADERC=source forces the source build: Debian 12's shaderc (2023.2)
+# predates GL_KHR_cooperative_matrix, so only that build carries the tensor
+# cores' kernel (build.rs leaves it out, with a warning, and
+# `divgpu info` says so). Debian's libshaderc.so names none of the glslang
+# libraries it needs, so the link is spelled out here (cargo's `links`
+# override of shaderc-sys's build script).
+SHADERC_LIBDIR := /usr/lib/$(shell gcc -dumpmachine 2>/dev/null)
+SHADERC_STATIC := shaderc_combined glslang MachineIndependent GenericCodeGen OGLCompiler OSDependent SPIRV SPIRV-Tools-opt SPIRV-Tools
+SHADERC ?= $(if $(wildcard $(SHADERC_LIBDIR)/libshaderc_combined.a $(SHADERC_LIBDIR)/libOGLCompiler.a $(SHADERC_LIBDIR)/libSPIRV-Tools-opt.a),system,source)
+# Deferred (=), so `make run` on a fresh machine sees what `make deps` installed.
+shaderc_key = target.$(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p').shaderc
+shaderc_libs = $(foreach l,$(SHADERC_STATIC),'static=$(l)',)'dylib=stdc++'
+CARGO_SHADERC = $(if $(filter system,$(SHADERC)),--config "$(shaderc_key).rustc-link-search=['$(SHADERC_LIBDIR)']" --config "$(shaderc_key).rustc-link-lib=[$(shaderc_libs)]",--features shaderc-from-source)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -42,7 +59,8 @@ check-cargo:
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust >= 1.80 with rustup (Debian 12's cargo is too old)" >&2; exit 1; }
 
 build: check-cargo
-	@cargo build --release --locked || { echo "cargo build failed; if a tool is missing (cmake, ninja, g++, python3, git), 'make deps' installs it on Debian 12" >&2; exit 1; }
+	@echo "shaderc: $(SHADERC) (make build SHADERC=source|system)"
+	@cargo build --release --locked $(CARGO_SHADERC) || { echo "cargo build failed; if a tool is missing (cmake, ninja, g++, python3, git), 'make deps' installs it on Debian 12" >&2; exit 1; }
 	@mkdir -p build
 	@# Copy then rename: a running divgpu keeps its mapping of the old file.
 	@cp -f "$(CARGO_TARGET_DIR)/release/libdivgpu.so" build/divgpu.so.new && mv -f build/divgpu.so.new build/divgpu.so
@@ -54,14 +72,14 @@ run: deps build
 # build/fault/divgpu.so; it shares the dependency cache, so it costs one more
 # compile of divgpu itself and its shaders, not of shaderc.
 build/fault/divgpu.so: build
-	cargo build --release --locked --features fault-injection
+	cargo build --release --locked $(CARGO_SHADERC) --features fault-injection
 	@mkdir -p build/fault
 	@cp -f "$(CARGO_TARGET_DIR)/release/libdivgpu.so" build/fault/divgpu.so.new && mv -f build/fault/divgpu.so.new build/fault/divgpu.so
 	@# Put the shipped variant back where `make build` copies it from.
-	cargo build --release --locked
+	cargo build --release --locked $(CARGO_SHADERC)
 
 test: deps build build/fault/divgpu.so
-	cargo test --release --locked --no-default-features --features gpu,plot --lib
+	cargo test --release --locked $(CARGO_SHADERC) --no-default-features --features gpu,plot --lib
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua --run=faults
 	DIVGPU_VALIDATION=1 luajit tests/run_busted.lua --run=faults tests/write_faults_spec.lua

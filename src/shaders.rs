@@ -43,6 +43,11 @@ pub fn shipped_names() -> Vec<&'static str> {
     SHIPPED.iter().map(|s| s.name).collect()
 }
 
+/// The kernels of which this build compiled at least one variant (see `NOT_BUILT`).
+pub fn built_kernels() -> Vec<&'static str> {
+    KERNELS.iter().map(|k| k.name).filter(|k| SHIPPED.iter().any(|s| s.kernel == *k)).collect()
+}
+
 pub fn kernel(name: &str) -> Result<&'static Kernel> {
     KERNELS.iter().find(|k| k.name == name).ok_or_else(|| {
         let names: Vec<&str> = KERNELS.iter().map(|k| k.name).collect();

@@ -99,10 +99,15 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
             Ok(Spirv { name, words })
         })?,
     )?;
-    // shaders.kernels() -> every kernel (shaders/NAME.comp);
+    // shaders.kernels() -> every kernel this build compiled (shaders/NAME.comp);
+    // shaders.not_built() -> { [variant] = why } (empty unless shaderc lacked an extension);
     // shaders.axes(kernel) -> { { name = axis, values = { default, ... } }, ... };
     // shaders.variant(kernel, { axis = value }) -> the shipped variant's name.
-    t.set("kernels", function(lua, |_, ()| Ok(shaders::KERNELS.iter().map(|k| k.name).collect::<Vec<_>>()))?)?;
+    t.set("kernels", function(lua, |_, ()| Ok(shaders::built_kernels()))?)?;
+    t.set(
+        "not_built",
+        function(lua, |lua, ()| lua.create_table_from(shaders::NOT_BUILT.iter().map(|&(name, why)| (name, why))))?,
+    )?;
     t.set("axes", function(lua, |lua, kernel: String| axes_table(lua, &kernel))?)?;
     t.set(
         "variant",

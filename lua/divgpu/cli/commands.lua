@@ -128,6 +128,9 @@ function _M.info(a)
     local devices = need(divgpu.devices{})
     if #devices == 0 then fail("no Vulkan devices found") end
     for _, d in ipairs(devices) do write_stdout(table.concat(report.device_lines(d), "\n"), "\n") end
+    for name, why in pairs(divgpu.shaders.not_built()) do
+        write_stdout(string_format("kernel %s not in this build: %s\n", name, why))
+    end
 end
 
 --- `divgpu plot STATS... --out PNG`: each file read and checked (one line
