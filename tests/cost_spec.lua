@@ -4,74 +4,77 @@
 local cost = require "divgpu.cost"
 local h = require "tests.helpers"
 
-local H200 = { name = "a simulated H200", memory = 140e9, gram_ok = true,
+local H200 = { name = "a simulated H200", memory = 140e9, fits = { gram = true }, why_not = {},
                rates = { f32_chain = 32e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, source = "a test" } }
-local LAVAPIPE = { name = "a simulated lavapipe", memory = 24e9, gram_ok = true,
+local LAVAPIPE = { name = "a simulated lavapipe", memory = 24e9, fits = { gram = true }, why_not = {},
                    rates = { f32_chain = 1e8, f64_fma = 1e9, copy = 1e10, dispatch = 2e-4, source = "a test" } }
+
+-- The registry's methods weigh themselves (their estimate(job, device)).
+local function choose(j, device) return cost.choose(j, device, require("divgpu.methods").modules()) end
 
 local function job(n, dim, sequences, length) return { n = n, dim = dim, sequences = sequences, length = length } end
 
 describe("cost: auto's choice by estimated seconds", function()
     it("2 sequences x 3 steps on a 20,000 x 4 table run direct, not a 1.5 GiB G", function()
         for _, device in ipairs{ H200, LAVAPIPE } do
-            local c = cost.choose(job(20000, 4, 2, 3), device)
+            local c = choose(job(20000, 4, 2, 3), device)
             assert.are.equal("direct", c.method, c.why)
             assert(c.estimates.gram > c.estimates[c.shape], c.why)
         end
     end)
 
     it("the seed batch in full runs gram; its estimates are printed for every method", function()
-        local c = cost.choose(job(8359, 768, 3584, 8359), H200)
+        local c = choose(job(8359, 768, 3584, 8359), H200)
         assert.are.equal("gram", c.method, c.why)
         for _, k in ipairs{ "gram", "gemm", "baseline" } do assert.truthy(c.why:find(k .. " "), c.why) end
     end)
 
     it("past the memory G needs, direct, and it says why", function()
-        local c = cost.choose(job(262144, 768, 4096, 257), H200)
+        local c = choose(job(262144, 768, 4096, 257), H200)
         assert.are.equal("direct", c.method)
         assert.are.equal("gemm", c.shape)
         assert.truthy(c.why:find("no gram: G %(262144 x 262144 f32%)"), c.why)
     end)
 
     it("where the tensor filter can run at a tensor-core rate, 262,144 items pick it; without that rate, gemm", function()
-        local tc = { name = "a simulated H200 with tensor cores", memory = 140e9, gram_ok = true, tensor_ok = true,
+        local tc = { name = "a simulated H200 with tensor cores", memory = 140e9, fits = { gram = true, tensor = true }, why_not = {},
                      rates = { f32_chain = 32e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 6.39e14 } }
-        local c = cost.choose(job(262144, 768, 4096, 257), tc)
+        local c = choose(job(262144, 768, 4096, 257), tc)
         assert.are.equal("tensor", c.method, c.why)
         assert(c.estimates.tensor < c.estimates.gemm, c.why)
         -- A small job there stays direct: cutting the table's slices is paid too.
-        local small = cost.choose(job(20000, 4, 2, 3), tc)
+        local small = choose(job(20000, 4, 2, 3), tc)
         assert.are.equal("direct", small.method, small.why)
         assert(small.estimates.tensor > small.estimates[small.shape], small.why)
         tc.rates.int8_mac = nil
-        assert.are.equal("direct", cost.choose(job(262144, 768, 4096, 257), tc).method)
+        assert.are.equal("direct", choose(job(262144, 768, 4096, 257), tc).method)
     end)
 
     it("one sequence on a device whose GEMM tile holds 128 runs baseline: the tile's empty rows are paid", function()
-        local tiled = { name = "a simulated H200", memory = 140e9, gram_ok = false, rates = H200.rates, gemm_rows = 128 }
-        local c = cost.choose(job(65536, 768, 1, 201), tiled)
+        local tiled = { name = "a simulated H200", memory = 140e9, fits = {}, why_not = {}, rates = H200.rates, gemm_rows = 128 }
+        local c = choose(job(65536, 768, 1, 201), tiled)
         assert.are.equal("baseline", c.shape, c.why)
-        assert.are.equal("gemm", cost.choose(job(65536, 768, 4096, 201), tiled).shape)
+        assert.are.equal("gemm", choose(job(65536, 768, 4096, 201), tiled).shape)
     end)
 
     it("twin: with a tile of one row the GEMM shape would win the one sequence", function()
-        local untiled = { name = "untiled", memory = 140e9, gram_ok = false, rates = H200.rates, gemm_rows = 1 }
-        assert.are.equal("gemm", cost.choose(job(65536, 768, 1, 201), untiled).shape)
+        local untiled = { name = "untiled", memory = 140e9, fits = {}, why_not = {}, rates = H200.rates, gemm_rows = 1 }
+        assert.are.equal("gemm", choose(job(65536, 768, 1, 201), untiled).shape)
     end)
 
     it("a budget too small for G, or a device without gram, runs direct", function()
-        local small = { name = "small", memory = 1e8, gram_ok = true, rates = H200.rates }
-        assert.are.equal("direct", cost.choose(job(8359, 768, 3584, 8359), small).method)
-        local nogram = { name = "no bda", memory = 140e9, gram_ok = false, why_not = "lacks bufferDeviceAddress", rates = H200.rates }
-        local c = cost.choose(job(8359, 768, 3584, 8359), nogram)
+        local small = { name = "small", memory = 1e8, fits = { gram = true }, why_not = {}, rates = H200.rates }
+        assert.are.equal("direct", choose(job(8359, 768, 3584, 8359), small).method)
+        local nogram = { name = "no bda", memory = 140e9, fits = {}, why_not = { gram = "lacks bufferDeviceAddress" }, rates = H200.rates }
+        local c = choose(job(8359, 768, 3584, 8359), nogram)
         assert.are.equal("direct", c.method)
         assert.truthy(c.why:find("lacks bufferDeviceAddress"), c.why)
     end)
 
     it("twin: with G's build made free the tiny job would pick gram, so the build's cost decides", function()
-        local free = { name = "free build", memory = 140e9, gram_ok = true,
+        local free = { name = "free build", memory = 140e9, fits = { gram = true }, why_not = {},
                        rates = { f32_chain = 32e12, f64_fma = 1e30, copy = 1e30, dispatch = 0, source = "a test" } }
-        assert.are.equal("gram", cost.choose(job(20000, 4, 2, 3), free).method)
+        assert.are.equal("gram", choose(job(20000, 4, 2, 3), free).method)
     end)
 end)
 

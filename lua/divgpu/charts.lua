@@ -11,6 +11,7 @@
 -- or nil, err when the PNG cannot be written.
 
 local divgpu = require "divgpu"
+local methods = require "divgpu.methods"
 
 local string_format, ipairs, tostring, type = string.format, ipairs, tostring, type
 local NAN = 0 / 0
@@ -46,6 +47,10 @@ end
 --- must not join two chunks (another batch or device on the step axis,
 --- another device on the time axis).
 local function run_points(run, x_axis)
+    -- The method's own panel value of a chunk (gram: its mean window), where it has one.
+    local m = methods.find(run.header.method)
+    local chart = m and m.chart
+    local function own(c) return chart and c[m.name] and chart.value(c[m.name]) or NAN end
     local xs, rate, cost, window = {}, {}, {}, {}
     local function add(x, r, c, w) xs[#xs + 1], rate[#rate + 1], cost[#cost + 1], window[#window + 1] = x, r, c, w end
     -- Chunks grouped by (device, batch) on the step axis, by device in time.
@@ -61,7 +66,7 @@ local function run_points(run, x_axis)
         for _, c in ipairs(groups[key]) do
             local x = x_axis == "step" and c.first_step + (c.steps - 1) / 2 or c.elapsed
             local work = c.steps * c.sequences
-            add(x, work / c.gpu_seconds, 1000 * c.gpu_seconds / c.steps, c.gram and c.gram.window_mean or NAN)
+            add(x, work / c.gpu_seconds, 1000 * c.gpu_seconds / c.steps, own(c))
         end
     end
     return xs, rate, cost, window
@@ -72,14 +77,16 @@ end
 --- filter's mean window when a run has it.
 function _M.runs(runs, opts)
     local x_axis = opts.x or "step"
-    local rate_series, cost_series, window_series = {}, {}, {}
+    local rate_series, cost_series, window_series, window_label = {}, {}, {}, nil
     for i, run in ipairs(runs) do
         local label = _M.run_label(run)
         local xs, rate, cost, window = run_points(run, x_axis)
         rate_series[i] = { name = label, color = i, x = xs, y = rate }
         cost_series[i] = { name = label, color = i, x = xs, y = cost }
-        if run.header.method == "gram" then
+        local m = methods.find(run.header.method)
+        if m and m.chart then
             window_series[#window_series + 1] = { name = label, color = i, x = xs, y = window }
+            window_label = window_label or m.chart.label
         end
     end
     local scale = opts.scale or "auto"
@@ -88,7 +95,7 @@ function _M.runs(runs, opts)
         { y_label = "GPU ms per step", series = cost_series, log_y = log_axis(cost_series, scale) },
     }
     if #window_series > 0 then
-        panels[3] = { y_label = "gram: mean window", series = window_series }
+        panels[3] = { y_label = window_label, series = window_series }
     end
     return divgpu.plot.draw{
         out = opts.out, width = opts.width, height = opts.height or (#panels == 3 and 1000 or 800),

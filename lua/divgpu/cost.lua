@@ -5,19 +5,24 @@
 -- Pure functions: the tests run them on simulated devices and budgets.
 --
 --   local cost = require "divgpu.cost"
---   local choice = cost.choose({ n =, dim =, sequences =, length = }, device)
---   choice.method ("gram" | "tensor" | "direct"), choice.shape (direct's), choice.why, choice.estimates
+--   local job = { n = N, dim = D, sequences = S, length = L }
+--   local choice = cost.choose(job, device, require("divgpu.methods").modules())
+--   choice.method (a method's name), choice.shape (direct's), choice.why, choice.estimates
+--
+-- The formulas are here, one a method; which method is weighed, and how,
+-- is the method's (its estimate(job, device), divgpu.methods): this module
+-- names no method's module and requires none.
 --
 -- device: { shapes = the direct shapes to weigh (default gemm and baseline),
 --           rates = { f32_chain = FMA/s of the contract's chain, f64_fma = FMA/s,
 --           copy = bytes/s, dispatch = seconds a dispatch costs, int8_mac = int8
 --           multiply-adds/s (where known) }, gemm_rows = the sequences one tile
 --           of the GEMM shape computes at once (default 1), memory = bytes the job may use,
---           gram_ok = true | false, why_not = "..." (when not), tensor_ok = true
---           when the tensor filter can run, name = "..." }
+--           fits = { method = true where it can run here }, why_not =
+--           { method = why not }, name = "..." }
 
 local max, min, huge = math.max, math.min, math.huge
-local string_format = string.format
+local ipairs, sort, concat, string_format = ipairs, table.sort, table.concat, string.format
 
 local _M = {}
 
@@ -81,43 +86,52 @@ function _M.gram_bytes(job, batch)
     return job.n * job.n * 4 + 2 * job.n * job.dim * 4 + batch * (job.n * 8 + job.dim * 8)
 end
 
-local function seconds_text(s)
+--- A span of seconds as the reasons print it.
+function _M.seconds_text(s)
     if s < 1e-3 then return string_format("%.2g ms", s * 1e3) end
     if s < 10 then return string_format("%.3g s", s) end
     return string_format("%.0f s", s)
 end
 
---- The cheapest method for `job` on `device`: { method, shape, why, estimates = {gram =, gemm =, baseline =} }.
---- Gram only where the device can run it and G and a batch's state fit 90% of its memory.
-function _M.choose(job, device)
-    local rates = device.rates
-    local estimates, best, best_s = {}, nil, huge
-    for _, shape in ipairs(device.shapes or { "gemm", "baseline" }) do
-        estimates[shape] = _M.direct_seconds(job, rates, shape, device.gemm_rows)
-        if estimates[shape] < best_s then best, best_s = shape, estimates[shape] end
+--- Every estimate of the methods `modules` (the registry's modules, each
+--- with estimate(job, device)): a list of { key, label, seconds, shape,
+--- method }, and the reasons of those that gave none, by method name.
+local function entries(job, device, modules)
+    local list, refused = {}, {}
+    for _, m in ipairs(modules) do
+        local mine, why = m.estimate(job, device)
+        for _, x in ipairs(mine or {}) do
+            list[#list + 1] = { key = x.key or m.name, label = x.label or m.name, seconds = x.seconds,
+                                shape = x.shape, method = m.name, preference = m.preference or 0 }
+        end
+        if not mine and why then refused[#refused + 1] = "no " .. m.name .. ": " .. why end
     end
-    local batch = min(job.sequences, 64)
-    local gram_why
-    if not device.gram_ok then
-        gram_why = device.why_not or "the device cannot run the Gram method"
-    elseif _M.gram_bytes(job, batch) > 0.9 * device.memory then
-        gram_why = string_format("G (%d x %d f32) and the state need %.1f MiB, more than 90%% of %.1f MiB",
-            job.n, job.n, _M.gram_bytes(job, batch) / 1048576, device.memory / 1048576)
-    else
-        estimates.gram = _M.gram_seconds(job, rates)
+    -- Printed by preference (gram, the direct shapes, the tensor filter), each method in its own order.
+    for i, x in ipairs(list) do x.order = i end
+    sort(list, function(a, b)
+        if a.preference ~= b.preference then return a.preference > b.preference end
+        return a.order < b.order
+    end)
+    return list, refused
+end
+
+--- The cheapest estimate of the methods `modules` (each the registry's
+--- module: its estimate(job, device) gives its seconds, or nil and why) for
+--- `job` on `device`: { method, shape, why, estimates = { key = seconds } }.
+--- device: { rates, memory (bytes the job may use), name, fits = { method =
+--- true where it can run here }, why_not = { method = why not }, and what
+--- the methods' estimates read (shapes, gemm_rows) }.
+function _M.choose(job, device, modules)
+    local list, refused = entries(job, device, modules)
+    local estimates, best, parts = {}, nil, {}
+    for _, x in ipairs(list) do
+        estimates[x.key] = x.seconds
+        if not best or x.seconds < best.seconds then best = x end
+        parts[#parts + 1] = x.label .. " " .. _M.seconds_text(x.seconds)
     end
-    if device.tensor_ok and rates.int8_mac then estimates.tensor = _M.tensor_seconds(job, rates) end
-    if estimates.gram and estimates.gram < best_s then best, best_s = "gram", estimates.gram end
-    if estimates.tensor and estimates.tensor < best_s then best, best_s = "tensor", estimates.tensor end
-    local parts = {}
-    for _, k in ipairs{ "gram", "tensor", "gemm", "baseline" } do
-        if estimates[k] then parts[#parts + 1] = k .. " " .. seconds_text(estimates[k]) end
-    end
-    local why = "estimated " .. table.concat(parts, ", ") .. " on " .. (device.name or "this device")
-        .. " (rates from " .. (rates.source or "a table") .. ")"
-    if gram_why then why = why .. "; no gram: " .. gram_why end
-    local method = (best == "gram" or best == "tensor") and best or "direct"
-    return { method = method, shape = method == "direct" and best or nil, why = why, estimates = estimates }
+    local why = "estimated " .. concat(parts, ", ") .. " (rates from " .. (device.rates.source or "a table") .. ")"
+    if #refused > 0 then why = why .. "; " .. concat(refused, "; ") end
+    return { method = best.method, shape = best.shape, why = why, estimates = estimates }
 end
 
 return _M

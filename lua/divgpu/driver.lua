@@ -1,9 +1,10 @@
 -- The driver: runs a whole job (every start, L steps) in batches of
 -- sequences, each batch in chunks of steps sized by the chunk controller,
--- on one device or several. It chooses each device's method (the method
--- registry, divgpu.methods), makes the jobs (at once, so that their builds
--- overlap), and gives the scheduling to divgpu.scheduler, a lane per
--- device: this module is what a lane does on a GPU.
+-- on one device or several. It runs a plan (divgpu.plan: the method, shape,
+-- tile and layout, decided once; opts.plan, else made here from the run's
+-- options), makes the jobs (at once, so that their builds overlap), and
+-- gives the scheduling to divgpu.scheduler, a lane per device: this module
+-- is what a lane does on a GPU.
 --
 --   local driver = require "divgpu.driver"
 --   local result, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = starts, length = L })
@@ -17,6 +18,7 @@ local divgpu = require "divgpu"
 local device = require "divgpu.device"
 local failure = require "divgpu.failure"
 local methods = require "divgpu.methods"
+local plan = require "divgpu.plan"
 local scheduler = require "divgpu.scheduler"
 local ChunkController = require "divgpu.chunk_controller"
 
@@ -41,24 +43,44 @@ local DEFAULT_RING = 512
 
 local POLL_SECONDS = 0.0002  -- 0.2 ms between polls of several devices: a few per mille of a 90 ms submission
 
---- The method a run uses and why: opts.job's; opts.method as given; "auto"
---- (the default): the registry's choice for opts' shape and precision on
---- this device (divgpu.methods.choose). An unknown method raises.
-function _M.choose_method(ctx, e, opts, sequences)
-    if opts.job then return opts.job.method or "direct", "a job made by the caller" end
-    return methods.choose(ctx, e, { method = opts.method, shape = opts.shape, precision = opts.precision,
+--- The plan of a run that names none: divgpu.plan's, from the run's
+--- options (the sequences each device takes, the job's length).
+function _M.plan_of(opts, contexts, e, sequences)
+    return plan.make(contexts, e, { method = opts.method, shape = opts.shape, precision = opts.precision,
                                     spirv = opts.spirv, shader_name = opts.shader_name, length = opts.length,
-                                    memory_budget = opts.memory_budget, sequences = sequences })
+                                    memory_budget = opts.memory_budget, sequences = sequences,
+                                    layout = opts.layout, tile_size = opts.tile_size })
 end
 
---- One device's job, made by its method from the run's options it takes
---- (the direct method's shape as chosen where the run left it open).
-local function make_job(ctx, e, opts, method, shape)
-    local m = methods.get(method)
+--- One device's job, made by the plan's method from the run's options it
+--- takes, the tuning switches it takes, and what the plan settled.
+local function make_job(ctx, e, opts, p)
+    local m = methods.get(p.method)
     local job_opts = {}
     for from, to in pairs(m.options) do job_opts[to] = opts[from] end
-    if shape then job_opts.shape = shape end
+    for from, to in pairs(m.tuning or {}) do job_opts[to] = (opts.tuning or {})[from] end
+    for _, key in ipairs{ "shape", "precision", "layout", "tile_size" } do
+        local value = p[key == "tile_size" and "tile" or key]
+        if value ~= nil and m.options[key] then job_opts[m.options[key]] = value end
+    end
     return need(m.job(ctx, e, job_opts))
+end
+
+--- opts.tuning checked: bench-only switches, each some method's (misuse
+--- raises at run's caller); one given among the options is refused.
+local function check_tuning(opts)
+    local keys = methods.tuning_keys()
+    for key, method in pairs(keys) do
+        if opts[key] ~= nil then
+            error(string.format("driver.run: %s is a tuning switch of the %s method (bench only): give it in opts.tuning",
+                key, method), 4)
+        end
+    end
+    if opts.tuning == nil then return end
+    if type(opts.tuning) ~= "table" then error("driver.run: tuning must be a table", 4) end
+    for key in pairs(opts.tuning) do
+        if not keys[key] then error("driver.run: unknown tuning switch '" .. tostring(key) .. "'", 4) end
+    end
 end
 
 --- The contexts a run uses (opts.ctx, contexts, job or jobs); raises on misuse.
@@ -105,11 +127,15 @@ local function check_run(opts)
         error("driver.run: in_flight must be a positive integer", 3)
     end
     if opts.batch ~= nil and (type(opts.batch) ~= "number" or opts.batch < 1) then error("driver.run: batch must be >= 1", 3) end
-    if opts.method ~= nil and opts.method ~= "auto" and not (opts.job or opts.jobs) then
+    if opts.method ~= nil and opts.method ~= "auto" and not (opts.job or opts.jobs or opts.plan) then
         -- A method asked for must compute the request (gram has no fp16, no shape).
         local ok, why = methods.get(opts.method, 3).serves(methods.request(opts.shape, opts.precision))
         if not ok then error("driver.run: method " .. opts.method .. ": " .. why, 3) end
     end
+    if opts.plan ~= nil and (type(opts.plan) ~= "table" or not methods.find(opts.plan.method)) then
+        error("driver.run: plan must be a plan made by divgpu.plan.make", 3)
+    end
+    check_tuning(opts)
     -- (Through pcall, the native check's message carries no position: it is given the caller's.)
     local ok, err = pcall(divgpu.jobs.check_job, opts.embeddings, starts, opts.length)
     if not ok then error("driver.run: " .. tostring(err), 3) end
@@ -133,18 +159,19 @@ local function plan_batches(jobs, total, ring, asked)
 end
 
 --- One job per context (no more than there are sequences): given, or made
---- by the chosen method, several at once, each in a coroutine whose GPU
---- waits yield (device.await), so that their uploads and builds overlap.
+--- by the plan's method (opts.plan, else one made here, once for every
+--- device), several at once, each in a coroutine whose GPU waits yield
+--- (device.await), so that their uploads and builds overlap.
 local function make_jobs(opts, contexts, e, total)
-    local jobs, reasons, makers, count = {}, {}, {}, 0
-    for d, ctx in ipairs(contexts) do
-        if d > max(total, 1) then break end
-        local given = opts.jobs and opts.jobs[d] or opts.job
-        local method, reason, shape = need(_M.choose_method(ctx, e, given and { job = given } or opts,
-                                                            ceil(total / min(#contexts, max(total, 1)))))
-        jobs[d], reasons[d] = given, reason
-        if not given then
-            makers[d] = coroutine.create(function() return make_job(ctx, e, opts, method, shape) end)
+    local used = {}
+    for d = 1, min(#contexts, max(total, 1)) do used[d] = contexts[d] end
+    local given = opts.jobs or (opts.job and { opts.job })
+    local p = not given and (opts.plan or need(_M.plan_of(opts, used, e, total))) or nil
+    local jobs, makers, count = {}, {}, 0
+    for d, ctx in ipairs(used) do
+        jobs[d] = given and given[d]
+        if not jobs[d] then
+            makers[d] = coroutine.create(function() return make_job(ctx, e, opts, p) end)
             count = count + 1
         end
     end
@@ -160,7 +187,7 @@ local function make_jobs(opts, contexts, e, total)
         end
         if next(makers) then divgpu.clock.sleep(POLL_SECONDS) end
     end
-    return jobs, reasons
+    return jobs, p
 end
 
 --- The chunk controller of `lane` for its next batch (ChunkController.new's
@@ -234,9 +261,11 @@ function Lane:complete(c, spent)
     run.steps_done = run.steps_done + c.n
     local t = now()
     if run.opts.on_chunk then
+        -- The method's own figures of the chunk, under its name (gram: windows, fallbacks).
         run.opts.on_chunk{ device = self.device, batch = self.b + 1, first_step = c.first, steps = c.n,
                            sequences = self.count, gpu_seconds = seconds, wall_seconds = t - c.submitted,
-                           elapsed = t - run.t0, gram = batch.chunk_stats and need(batch:chunk_stats(c.handle)) or nil }
+                           elapsed = t - run.t0,
+                           [self.method] = batch.chunk_stats and need(batch:chunk_stats(c.handle)) or nil }
     end
 end
 
@@ -250,12 +279,12 @@ function Lane:finish()
 end
 
 --- The run's stats before the first batch: the method(s), the devices' shares.
-local function initial_stats(lanes, reasons, jobs_seconds, batches, batch_size)
+local function initial_stats(lanes, p, jobs_seconds, batches, batch_size)
     local first = lanes[1].job
     local stats = { gpu_seconds = 0, chunks = 0, batches = batches, batch_size = batch_size, sequences = 0,
                     workgroup_size = first.workgroup_size, chunk_sizes = {}, method = first.method or "direct",
                     shape = first.shape,  -- the direct method's (nil for the others)
-                    method_reason = reasons[1], underflow = first.underflow_note, products = first.products_note,
+                    method_reason = p and p.why.method or "a job made by the caller", plan = p, underflow = first.underflow_note, products = first.products_note,
                     devices = {},
                     -- Where the wall time went on the CPU's side: making the jobs
                     -- (tables uploaded, G built), making batches, blocked waiting.
@@ -299,7 +328,7 @@ end
 local function run_job(opts, contexts, starts, in_flight)
     local e, length, t0 = opts.embeddings, opts.length, now()
     local total = #starts
-    local jobs, reasons = make_jobs(opts, contexts, e, total)
+    local jobs, p = make_jobs(opts, contexts, e, total)
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
     -- ring / in_flight steps.
     local ring = max(min(opts.ring or DEFAULT_RING, max(1, length) * in_flight), in_flight)
@@ -315,7 +344,7 @@ local function run_job(opts, contexts, starts, in_flight)
                                   share = { name = job.ctx.info.name, method = method, sequences = 0, batches = 0,
                                             chunks = 0, gpu_seconds = 0, build_seconds = job.build_seconds } }, Lane)
     end
-    run.stats = initial_stats(lanes, reasons, now() - t0, run.batches, batch_size)
+    run.stats = initial_stats(lanes, p, now() - t0, run.batches, batch_size)
     local outcome = scheduler.run(
         { batches = run.batches, length = length, in_flight = in_flight, now = now, sleep = divgpu.clock.sleep,
           poll_seconds = POLL_SECONDS },

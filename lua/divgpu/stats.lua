@@ -18,6 +18,7 @@
 
 local divgpu = require "divgpu"
 local json = require "dkjson"
+local methods = require "divgpu.methods"
 
 local io_open = io.open
 local string_format, type, ipairs, pairs, tostring, setmetatable = string.format, type, ipairs, pairs, tostring, setmetatable
@@ -27,15 +28,26 @@ local _M = {}
 
 _M.FORMAT, _M.VERSION = "divgpu-run-stats", 1
 
--- Key order of the records, so that files read (and diff) well.
+-- Key order of the records, so that files read (and diff) well: the run's,
+-- then each method's own figures of a chunk (its name, then its fields).
 local KEY_ORDER = {
     "record", "format", "version", "stopped", "command", "table", "table_sha256", "items", "dim", "method",
     "method_reason", "shape", "precision", "layout", "in_flight", "target_ms", "devices", "device", "batch",
     "first_step", "steps", "sequences", "resumed", "length", "window_bins", "gpu_seconds", "wall_seconds",
-    "elapsed", "steps_per_second", "wall_steps_per_second", "ms_per_step", "gram", "sequence_steps", "window_mean",
-    "window_total", "window_ones", "fallbacks", "window_max_bin", "window_max_batch", "window_histogram",
-    "chunks", "batches", "batch_size", "build_seconds",
+    "elapsed", "steps_per_second", "wall_steps_per_second", "ms_per_step",
 }
+do
+    local seen = {}
+    for _, k in ipairs(KEY_ORDER) do seen[k] = true end
+    local function add(k) if not seen[k] then seen[k], KEY_ORDER[#KEY_ORDER + 1] = true, k end end
+    for _, m in ipairs(methods.modules()) do
+        if m.chunk_fields then
+            add(m.name)
+            for _, k in ipairs(m.chunk_fields) do add(k) end
+        end
+    end
+    for _, k in ipairs{ "chunks", "batches", "batch_size", "build_seconds" } do add(k) end
+end
 
 local function encode(record)
     return json.encode(record, { keyorder = KEY_ORDER })
@@ -81,11 +93,9 @@ function Writer:chunk(c)
                 elapsed = c.elapsed, steps_per_second = per(work, c.gpu_seconds),
                 wall_steps_per_second = per(work, c.wall_seconds),
                 ms_per_step = c.steps > 0 and 1000 * c.gpu_seconds / c.steps or nil }
-    if c.gram then
-        local g = c.gram
-        r.gram = { sequence_steps = g.sequence_steps, window_mean = g.window_mean, window_total = g.window_total,
-                   window_ones = g.window_ones, fallbacks = g.fallbacks, window_max_bin = g.window_max_bin,
-                   window_max_batch = g.window_max_batch, window_histogram = g.window_histogram }
+    -- The method's own figures of the chunk, under its name (gram: windows, fallbacks).
+    for _, m in ipairs(methods.modules()) do
+        if m.chunk_record and c[m.name] then r[m.name] = m.chunk_record(c[m.name]) end
     end
     return self:line(r)
 end

@@ -201,21 +201,19 @@ local function prepare(a, ctx, e, count, length)
             c.table = e16
         end
         c.contract = c.precision == "fp16" and "fp16" or "fp32"
-        local asked, why = c.method, nil
-        local shape
-        c.method, why, shape = run_command.choose_method(ctx, c.table, { method = asked }, c.shape, c.precision, count,
-                                                         length)
-        if shape then c.shape = shape end
-        c.tile, c.tile_note = run_command.choose_tile(ctx, c.table, c.shape, c.precision,
-                                                      c.tile and tostring(c.tile) or "auto", a.l2_bytes)
+        local asked = c.method
+        local p = run_command.make_plan({ ctx }, c.table, {
+            method = asked, shape = c.shape, precision = c.precision, length = length, sequences = count,
+            layout = c.layout, tile_size = c.tile, l2_bytes = a.l2_bytes and positive_integer(a.l2_bytes, "--l2-bytes") })
+        local why = p.why.method
+        c.method, c.shape, c.tile, c.tile_note = p.method, p.shape or c.shape, p.tile, p.why.tile
         if asked == "auto" then
             c.name = c.name .. " (" .. c.method .. ")"
             io_stderr:write("divgpu: ", text, ": ", why, "\n")
         end
         local m = methods.get(c.method)
-        c.job = need(m.job(ctx, c.table, { shape = c.method == "direct" and c.shape or nil,
-                                           precision = c.method == "direct" and c.precision or nil,
-                                           tile_size = c.method == "direct" and c.tile or nil, layout = c.layout }))
+        c.job = need(m.job(ctx, c.table, { shape = p.shape, precision = p.precision, tile_size = p.tile,
+                                           layout = c.layout }))
         configs[i] = c
     end
     return configs

@@ -96,6 +96,31 @@ function _M.method_names()
     return names
 end
 
+--- Each method with what it computes, for --help (the registry's docs).
+local function method_docs()
+    local list = {}
+    for _, m in ipairs(methods.modules()) do list[#list + 1] = m.name .. " (" .. (m.doc or m.name) .. ")" end
+    return concat(list, ", ")
+end
+
+--- The methods' default layouts, for --help.
+local function default_layouts()
+    local list = {}
+    for _, m in ipairs(methods.modules()) do
+        if m.options.layout and m.default_layout then list[#list + 1] = m.default_layout .. " for " .. m.name end
+    end
+    return concat(list, ", ")
+end
+
+--- The methods whose jobs take a layout.
+local function layout_methods()
+    local list = {}
+    for _, m in ipairs(methods.modules()) do
+        if m.options.layout then list[#list + 1] = m.name end
+    end
+    return list
+end
+
 --- Whether `shape` (a direct shape) is tiled: its descriptor needs a tile.
 function _M.tiled(shape)
     local d = direct.descriptor(shape)
@@ -313,11 +338,12 @@ local function check_method_options(a)
     if a.workgroup_size and a.shape == "gemm" then
         fail("--workgroup-size applies to the scanning shapes, gram and tensor, not to --shape gemm (its tiling sets its threads)")
     end
-    if a.layout and a.method == "tensor" then
-        fail("--layout applies to --method direct and gram; the tensor filter reads the table by rows")
+    if a.layout and a.method ~= "auto" and not methods.get(a.method).options.layout then
+        fail("--layout applies to --method %s; the %s method reads the table its own way", in_words(layout_methods()),
+            a.method)
     end
     local plain = methods.request(a.shape, a.precision).plain
-    if a.method ~= "auto" and a.method ~= "direct" and not plain then
+    if a.method ~= "auto" and not methods.get(a.method).serves(methods.request(a.shape, a.precision)) then
         fail("--method %s runs the fp32 contract with its own kernel; %s applies to --method direct only", a.method,
             (a.shape ~= methods.AUTO_SHAPE and a.shape ~= direct.default_shape()) and "--shape " .. a.shape
             or "--precision " .. a.precision)
@@ -490,10 +516,9 @@ local function run_command(p)
         .. "contexts on it). Default: a discrete GPU.")
     run:option("--target-ms", "GPU time each submission aims at, in milliseconds (90: a tenfold rise in cost "
         .. "still keeps the two chunks in flight under a second).", "90")
-    run:option("--method", "auto (the cheapest of gram, where G and the state fit the device's memory, and "
-        .. "direct by estimates from the device's rates; the run prints them), direct (every candidate's exact "
-        .. "chain every step), gram (the certified Gram filter, docs/contract.md#gram) or tensor (the certified "
-        .. "tensor filter, docs/contract.md#tensor); one of " .. concat(_M.method_names(), ", ") .. ".", "auto")
+    run:option("--method", "auto (the cheapest, by estimates from the device's rates, of the methods that "
+        .. "serve the request and fit the device; the run prints its plan), or one of: " .. method_docs() .. ".",
+        "auto")
     run:option("--memory-budget", "Device memory in MiB that --method auto may plan for. Default: the device's.")
     run:option("--shape", "Shape of the direct method's work: auto (the cheapest of gemm and "
         .. direct.default_shape() .. " by the cost model, for the plain fp32 job; else " .. direct.default_shape()
@@ -502,7 +527,7 @@ local function run_command(p)
     run:option("--precision", "fp32 (the contract), fp16 (reads embeddings_fp16.bin; own contract) "
         .. "or fp16-exact (half loads filter, fp32 decides: identical to fp32).", "fp32")
     run:option("--layout", "Table layout on the GPU: rows (as the JSON) or columns (coalesced loads; same output). "
-        .. "Default: columns for direct, rows for gram.")
+        .. "Default: the method's (" .. default_layouts() .. ").")
     run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size). Default: auto.")
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
@@ -511,6 +536,7 @@ local function run_command(p)
     run:flag("--restart", "Discard OUT.checkpoint/ (what an interrupted run of another job left) "
         .. "instead of refusing it. A checkpoint of this same job is resumed without it.")
     run:flag("--quiet", "No progress or summary on stderr.")
+    run:flag("--plan-only", "Print the plan (method, shape, tile, layout and why) and stop: no output is written.")
     _M.progress_options(run)
     run:option("--stats", "Write per-chunk figures (steps, speed, GPU time; gram: windows, fallbacks) to this "
         .. "file as JSON lines (docs/formats.md#stats-file), streamed to a temporary beside it and renamed at the end.")

@@ -10,7 +10,7 @@
 
 local divgpu = require "divgpu"
 local failure = require "divgpu.failure"
-local gram = require "divgpu.methods.gram"
+local methods = require "divgpu.methods"
 local json = require "dkjson"
 
 local io_stderr, io_stdout = io.stderr, io.stdout
@@ -135,23 +135,15 @@ function _M.progress(quiet, how)
     return show, finish
 end
 
---- One line on a certified filter's work (gram's, or the tensor filter's):
---- windows, fallbacks.
-function _M.gram_summary(stats)
-    local g, name = stats.gram, "gram"
-    if not g then g, name = stats.tensor, "tensor" end
-    if not g or g.steps == 0 then return nil end
-    -- The window-size histogram, as shares of the steps, bins that occurred only.
-    local bins = {}
-    for k, c in ipairs(g.window_histogram or {}) do
-        if c > 0 then bins[#bins + 1] = string_format("%s: %.3g%%", gram.histogram_labels[k], 100 * c / g.steps) end
+--- The lines of the run's methods on their own figures (each method's
+--- summary of its totals, stats[name]: gram's and the tensor filter's windows).
+function _M.method_lines(stats)
+    local lines = {}
+    for _, m in ipairs(methods.modules()) do
+        local line = m.summary and stats[m.name] and m.summary(stats[m.name], stats)
+        if line then lines[#lines + 1] = line end
     end
-    local built = stats.build_seconds and string_format(" G built in %.2f s%s;", stats.build_seconds,
-        stats.setup_note and " (" .. stats.setup_note .. ")" or "") or ""
-    return string_format("%s:%s windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
-        .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", name, built,
-        g.window_total / g.steps, 100 * g.window_ones / g.steps, g.window_max, g.fallbacks, g.steps,
-        concat(bins, ", "))
+    return lines
 end
 
 --- The names of the contexts' devices, in --device's order (a chunk's
@@ -171,8 +163,8 @@ function _M.run_header(r)
     local what = r.method == "direct" and string_format("shape %s, %s, ", r.shape, r.precision) or ""
     _M.note("%d sequences x %d steps on %s (%d items, dim %d), %s%s layout, %d in flight%s, fma %s", #r.starts, r.length,
         where, r.e.n, r.e.dim, what, r.layout, r.in_flight, #r.contexts > 1 and " per device" or "", r.fma)
-    _M.note("%s", r.method_note)
-    if r.tile_note then _M.note("%s", r.tile_note) end
+    -- The plan's reasons, once (divgpu.plan).
+    for _, line in ipairs(require("divgpu.plan").lines(r.plan)) do _M.note("%s", line) end
 end
 
 --- run's last lines: times, where the wall time went, each device's share,
@@ -183,7 +175,8 @@ function _M.run_summary(stats)
         stats.gpu_seconds, several and " (summed over the devices)" or "", stats.batches, stats.batch_size, stats.chunks)
     _M.note("wall time: %.2f s making the jobs%s, %.2f s making batches, %.2f s waiting for the GPU%s, "
         .. "%.2f s recording and reading back", stats.jobs_seconds,
-        stats.method == "gram" and " (tables uploaded, G built)" or " (tables uploaded)", stats.batch_setup_seconds,
+        " (" .. (methods.find(stats.method) and methods.find(stats.method).setup_what or "tables uploaded") .. ")",
+        stats.batch_setup_seconds,
         stats.wait_seconds, several and "s" or "",
         stats.wall_seconds - stats.jobs_seconds - stats.batch_setup_seconds - stats.wait_seconds)
     if several then
@@ -193,8 +186,7 @@ function _M.run_summary(stats)
                 share.build_seconds and string_format(", G built in %.2f s", share.build_seconds) or "")
         end
     end
-    local g = _M.gram_summary(stats)
-    if g then _M.note("%s", g) end
+    for _, line in ipairs(_M.method_lines(stats)) do _M.note("%s", line) end
     if stats.underflow then _M.note("%s", stats.underflow) end
     if stats.products then _M.note("%s", stats.products) end
     -- (gram's set-up is part of its windows line, beside G's build)

@@ -1,6 +1,6 @@
 -- `divgpu run`: the output locked, the table read, the checkpoint opened
--- (an earlier run of this job resumes), the devices opened, the method and
--- tile chosen, then driver.run with every finished batch committed to the
+-- (an earlier run of this job resumes), the devices opened, the plan made
+-- (divgpu.plan: method, shape, tile, layout, once), then driver.run with every finished batch committed to the
 -- checkpoint; SIGINT and SIGTERM stop it at a chunk boundary.
 --
 --   local run = require "divgpu.cli.run"
@@ -12,6 +12,7 @@ local driver = require "divgpu.driver"
 local failure = require "divgpu.failure"
 local methods = require "divgpu.methods"
 local direct = require "divgpu.methods.direct"
+local plan = require "divgpu.plan"
 local options = require "divgpu.cli.options"
 local report = require "divgpu.cli.report"
 
@@ -58,70 +59,36 @@ function _M.open_devices(value)
     return contexts
 end
 
---- The tile size for a shape ("auto": from the L2 size), and a line saying
---- where it came from; nil for a shape without tiles.
-function _M.choose_tile(ctx, e, shape, precision, tile_option, l2_option, measure)
-    if not options.tiled(shape) then return nil end
-    local tiles = require "divgpu.tiles"
-    if tile_option ~= "auto" then
-        local t = positive_integer(tile_option, "--tile-size")
-        return t, string_format("tile size %d candidates (given with --tile-size)", t)
-    end
-    local l2_bytes = l2_option and positive_integer(l2_option, "--l2-bytes")
-    local measured = measure and need(require("divgpu.l2_probe").measure(ctx)) or nil
-    local l2, source = tiles.l2_bytes(ctx.info, { l2_bytes = l2_bytes, measured = measured })
-    if not l2 then fail("%s", source) end
-    local bpv = tiles.BYTES_PER_VALUE[precision]
-    local t = tiles.tile_size(l2, e.dim, bpv)
-    return t, string_format("tile size %d candidates = floor(%d B L2 x 0.85 / (%d dims x %d B)); L2 from the %s",
-        t, l2, e.dim, bpv, source)
+--- What the run asks of the plan (divgpu.plan), from the options.
+function _M.asked(a, r, sequences)
+    local tile = a.tile_size or "auto"
+    return { method = a.method, shape = r.shape, precision = r.precision, length = r.length, sequences = sequences,
+             memory_budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576,
+             layout = a.layout, tile_size = tile ~= "auto" and positive_integer(tile, "--tile-size") or nil,
+             l2_bytes = a.l2_bytes and positive_integer(a.l2_bytes, "--l2-bytes"), measure_l2 = a.measure_l2 }
 end
 
---- The method a run uses, and a line saying why; a method asked for that
---- cannot run here is refused.
---- The method a run uses, a line saying why, and the direct method's shape
---- where --shape auto left it to the cost model (`length`: the job's steps,
---- which the cost model weighs); a method asked for that cannot run here is
---- refused.
-function _M.choose_method(ctx, e, a, shape, precision, sequences, length)
-    local method = options.check_choice(a.method, options.method_names(), "--method")
-    local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
-    local chosen, why, chosen_shape = need(driver.choose_method(ctx, e, { method = method, shape = shape,
-        precision = precision, memory_budget = budget, length = length }, sequences))
-    if method ~= "auto" then
-        local ok, reason = methods.get(method).fits(ctx, e, { sequences = sequences, memory_budget = math.huge,
-                                                              precision = precision })
-        if not ok then fail("--method %s: %s", method, reason) end
+--- The run's plan on its devices: made once (divgpu.plan); what cannot run
+--- here ends the run with the plan's reason.
+function _M.make_plan(contexts, e, asked)
+    local p, why = plan.make(contexts, e, asked)
+    if not p then
+        if asked.method and asked.method ~= "auto" then fail("--method %s", why) end
+        fail("%s", why)
     end
-    local named = chosen_shape and shape == methods.AUTO_SHAPE and (chosen .. ", shape " .. chosen_shape) or chosen
-    return chosen, string_format("method %s (%s: %s)", named, method, why), chosen_shape
-end
-
---- Every device runs the method chosen on the first (the bytes would be the
---- same either way; one method keeps the summary and stats plain), so each
---- must fit it with its share of the state.
-local function check_other_devices(a, e, contexts, method, sequences)
-    local budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576
-    for i = 2, #contexts do
-        local ok, why = methods.get(method).fits(contexts[i], e, { sequences = ceil(sequences / #contexts),
-                                                                    memory_budget = budget, precision = a.precision })
-        if not ok then
-            fail("device %d of --device %s (%s) cannot run the %s method the first one chose (%s): leave it out, "
-                .. "or give --method direct", i, a.device, contexts[i].info.name, method, why)
-        end
-    end
+    return p
 end
 
 --- run --stats: the writer of the per-chunk figures (divgpu.stats), its
 --- header describing this run.
 local function stats_writer(a, r)
-    local is_direct = r.method == "direct"
+    local m = methods.get(r.method)
     return need(require("divgpu.stats").writer(a.stats, {
         command = "run", table = a.embeddings, table_sha256 = r.e.sha256, items = r.e.n, dim = r.e.dim,
-        method = r.method, method_reason = r.method_note, shape = is_direct and r.shape or nil,
-        precision = is_direct and r.precision or nil, layout = r.layout, in_flight = r.in_flight, target_ms = r.target_ms,
-        devices = report.device_names(r.contexts), sequences = #r.starts, resumed = r.resumed, length = r.length,
-        window_bins = r.method == "gram" and require("divgpu.methods.gram").histogram_labels or nil,
+        method = r.method, method_reason = r.method_note, shape = r.plan.shape, precision = r.plan.precision,
+        layout = r.layout, in_flight = r.in_flight, target_ms = r.target_ms, devices = report.device_names(r.contexts),
+        sequences = #r.starts, resumed = r.resumed, length = r.length,
+        window_bins = m.chunk_fields and m.histogram_labels or nil,
     }))
 end
 
@@ -137,24 +104,16 @@ local function close_stats(recorder, stats, cp)
     end
 end
 
---- What the rest of the run is: its starts, devices, method, layout and tile.
+--- What the rest of the run is: its starts, devices, and plan.
 local function plan_rest(a, e, starts, cp, r)
     r.e, r.resumed = e, cp.done
     r.starts = need(divgpu.array("u32", #starts - r.resumed))
     for i = 1, #r.starts do r.starts[i] = starts[r.resumed + i] end
     r.contexts = _M.open_devices(a.device)
-    local ctx = r.contexts[1]
-    local shape
-    r.method, r.method_note, shape = _M.choose_method(ctx, e, a, r.shape, r.precision, #r.starts, r.length)
-    if shape then r.shape = shape end
-    check_other_devices(a, e, r.contexts, r.method, #r.starts)
-    -- Each method's fastest layout on the H200 (bench/RESULTS.md): the direct
-    -- scan wants coalesced columns, the Gram rescoring one row per thread.
-    r.layout = a.layout or (r.method == "gram" and "rows" or "columns")
-    if r.method == "direct" then
-        r.tile, r.tile_note = _M.choose_tile(ctx, e, r.shape, r.precision, a.tile_size or "auto", a.l2_bytes, a.measure_l2)
-    end
-    r.fma = need(device.fma_mode(ctx))
+    r.plan = _M.make_plan(r.contexts, e, _M.asked(a, r, #r.starts))
+    r.method, r.shape, r.layout, r.tile = r.plan.method, r.plan.shape or r.shape, r.plan.layout, r.plan.tile
+    r.method_note = r.plan.why.method
+    r.fma = need(device.fma_mode(r.contexts[1]))
 end
 
 --- Runs the starts the checkpoint `cp` does not have yet, committing each
@@ -167,9 +126,8 @@ local function run_rest(a, e, starts, cp, r)
     divgpu.process.catch_signals(true)
     local delivered = 0
     local result, stats = driver.run{
-        contexts = r.contexts, embeddings = e, starts = r.starts, length = r.length, batch = r.batch, method = r.method,
-        shape = r.shape, precision = r.precision, tile_size = r.tile, in_flight = r.in_flight, layout = r.layout,
-        target_seconds = r.target_ms / 1000, on_progress = show,
+        contexts = r.contexts, embeddings = e, starts = r.starts, length = r.length, batch = r.batch, plan = r.plan,
+        in_flight = r.in_flight, target_seconds = r.target_ms / 1000, on_progress = show,
         workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size"),
         -- Each finished batch goes to the checkpoint, in order: cp:append hands
         -- it to a writer thread (formatted and synced there) and returns.
@@ -242,11 +200,24 @@ local function stopped_status(a, stats, cp)
     return stats.stopped == "SIGTERM" and 143 or 130
 end
 
+--- run --plan-only: the table and starts read, the devices opened, the
+--- plan printed on stdout; nothing is written.
+local function plan_only(a, r)
+    local e = load_for(a.embeddings, r.precision)
+    local starts = options.parse_starts(a.starts, e.n)
+    if a.shard then starts = options.shard_starts(a.shard, starts) end
+    r.length = a.length and tonumber(a.length) or e.n
+    local p = _M.make_plan(_M.open_devices(a.device), e, _M.asked(a, r, #starts))
+    for _, line in ipairs(plan.lines(p)) do report.write_stdout(line, "\n") end
+    return 0
+end
+
 local function run_locked(a, held)
     -- A workgroup size is the scanning shapes': auto then weighs the reference only.
     local shape = (a.workgroup_size and a.shape == methods.AUTO_SHAPE) and direct.default_shape() or a.shape
     local r = { shape = shape, precision = a.precision, in_flight = positive_integer(a.in_flight, "--in-flight"),
                 batch = a.batch and positive_integer(a.batch, "--batch"), target_ms = tonumber(a.target_ms) }
+    if a.plan_only then return plan_only(a, r) end
     local e, starts, cp = open_job(a, held, r)
     local stats
     if cp.done < cp.total then
@@ -272,7 +243,7 @@ end
 
 --- `divgpu run`: returns the exit status (130/143 when a signal stopped it).
 function _M.command(a)
-    local held = { lock = lock_output(a) }
+    local held = { lock = not a.plan_only and lock_output(a) or nil }
     local ok, status = pcall(run_locked, a, held)
     -- os.exit runs no finaliser: the lock (and the checkpoint holding it) are
     -- released here, also after an error or a signal.

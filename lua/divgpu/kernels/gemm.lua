@@ -1,7 +1,8 @@
 -- The direct method as an exact GEMM (shaders/gemm.comp): each step, the
 -- scores of every (sequence, candidate) pair of a batch by tiles, then the
 -- append, one workgroup a sequence (the `phase` push field). Its job is its
--- own (methods/direct_gemm.lua): a batch keeps the centroids as f32 columns
+-- own (methods/direct_gemm.lua, which methods/direct.lua names; this
+-- descriptor is data and requires nothing): a batch keeps the centroids as f32 columns
 -- and each tile's best.
 return {
     method = "direct",
@@ -12,8 +13,4 @@ return {
     -- A table past one storage buffer runs here in blocks by device address
     -- (methods/direct_gemm.lua), on devices that have them.
     takes_table_in_blocks = true,
-    job = function(ctx, e, opts)
-        local job, err = require("divgpu.methods.direct_gemm").job(ctx, e, opts)
-        return job, err
-    end,
 }

@@ -1,7 +1,7 @@
 -- The direct method: every step scans every candidate with the contract's
 -- exact chain (docs/contract.md#direct). Its shapes are the kernels whose
 -- descriptor says `method = "direct"` (lua/divgpu/kernels/: baseline, the
--- reference; tiled; tile-dispatch; gemm, whose job is methods/direct_gemm.lua); each has the axes precision (fp32,
+-- reference; tiled; tile-dispatch; gemm, whose job is methods/direct_gemm.lua, named in OWN_JOBS below); each has the axes precision (fp32,
 -- fp16, fp16-exact) and layout (rows, columns) where its shader declares
 -- them. A new shape is its `.comp` and its descriptor: this module, the
 -- CLI, bench and the tests find it through the registry.
@@ -21,13 +21,15 @@ local device = require "divgpu.device"
 local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 local batches = require "divgpu.methods.batch"
+local profile = require "divgpu.device_profile"
 
 local need, catch, fail = failure.need, failure.catch, failure.fail
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local error, type, pairs, ipairs, tostring, setmetatable, string_format, concat =
     error, type, pairs, ipairs, tostring, setmetatable, string.format, table.concat
 
-local _M = { name = "direct", preference = 0 }
+local _M = { name = "direct", preference = 0, default_layout = "columns",
+             doc = "the contract's exact chain for every candidate, every step (docs/contract.md#direct)" }
 
 -- What a request names when it names nothing: the fp32 contract, by rows.
 _M.DEFAULTS = { precision = "fp32", layout = "rows" }
@@ -35,8 +37,35 @@ _M.DEFAULTS = { precision = "fp32", layout = "rows" }
 -- The run's options (driver.run) its job takes: { run option = job option }.
 _M.options = { shape = "shape", precision = "precision", tile_size = "tile_size", layout = "layout",
                workgroup_size = "workgroup_size", spirv = "spirv", shader_name = "name",
-               exact_underflow = "exact_underflow", gemm_tiling = "tiling", direct_defines = "defines",
-               gemm_table_block_items = "table_block_items" }
+               exact_underflow = "exact_underflow", direct_defines = "defines" }
+
+-- Bench-only switches (driver.run's opts.tuning): the GEMM shape's tiling
+-- and its table blocks' size.
+_M.tuning = { gemm_tiling = "tiling", gemm_table_block_items = "table_block_items" }
+
+-- The shapes auto weighs where the request leaves the shape open: those
+-- whose share of the chain rate is measured (divgpu.cost's EFFICIENCY).
+_M.WEIGHED_SHAPES = { "gemm", "baseline" }
+
+--- Its seconds by the cost model, a shape each (device.shapes, default
+--- WEIGHED_SHAPES; device.gemm_rows, else the GEMM tile's rows on device.info).
+function _M.estimate(job, device)
+    local cost = require "divgpu.cost"
+    local rows = device.gemm_rows
+    if not rows and device.info then rows = require("divgpu.methods.direct_gemm").tile_rows(device.info) end
+    local list = {}
+    for _, shape in ipairs(device.shapes or _M.WEIGHED_SHAPES) do
+        list[#list + 1] = { key = shape, label = "direct " .. shape, shape = shape,
+                            seconds = cost.direct_seconds(job, device.rates, shape, rows) }
+    end
+    return list
+end
+
+--- Bytes of device memory the table needs (f32, fp16 halves, or both).
+function _M.memory(job)
+    local bytes = { fp32 = 4, fp16 = 2, ["fp16-exact"] = 6 }
+    return job.n * job.dim * (bytes[job.precision or "fp32"] or 4)
+end
 
 --- The direct method's shapes, the reference first.
 function _M.shapes()
@@ -77,9 +106,7 @@ function _M.serves(request)
 end
 
 --- Whether the device reaches a table kept in blocks (by device address, with 64-bit integers).
-function _M.reaches_blocks(info)
-    return info.buffer_device_address == true and info.int64 == true
-end
+_M.reaches_blocks = profile.reaches_blocks
 
 --- The shapes that keep a table past one storage buffer in blocks.
 function _M.block_shapes()
@@ -228,6 +255,9 @@ local function make_job(ctx, e, d, opts)
     return self
 end
 
+-- The shapes whose jobs are modules of their own (their descriptors are data).
+local OWN_JOBS = { gemm = "divgpu.methods.direct_gemm" }
+
 --- direct.job(ctx, embeddings, opts) -> job, or nil, err. opts:
 ---   shape        a direct shape (default: the reference, "baseline"); see shapes()
 ---   precision    "fp32" (default) | "fp16" | "fp16-exact". For "fp16", pass
@@ -249,9 +279,10 @@ function _M.job(ctx, e, opts)
         o[axis] = o[axis] or (shape_d and kernel.axis_values(shape_d, axis) or { default })[1]
     end
     local d = check_options(e, o)
-    -- A shape whose descriptor makes its own job (gemm: its batches differ).
-    if d.job then
-        local job, err = d.job(ctx, e, o)  -- not a tail call: misuse is raised at our caller
+    -- A shape whose job is a module of its own (gemm: its batches differ).
+    local own = OWN_JOBS[d.name]
+    if own then
+        local job, err = require(own).job(ctx, e, o)  -- not a tail call: misuse is raised at our caller
         return job, err
     end
     return catch(make_job, ctx, e, d, o)

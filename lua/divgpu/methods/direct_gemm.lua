@@ -117,7 +117,7 @@ local function make_job(ctx, e, opts, defines)
                                 workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
                                 tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
     self.block_items = opts.table_block_items or (not device.table_fits(ctx, e, 4) and block_items(info, e, tiling))
-    if self.block_items and not require("divgpu.methods.direct").reaches_blocks(info) then
+    if self.block_items and not require("divgpu.device_profile").reaches_blocks(info) then
         need(device.table_fits(ctx, e, 4))  -- a table past one buffer: that is the message
         fail(string_format("gemm: a table in blocks needs buffer device addresses and 64-bit integers, which "
             .. "device '%s' lacks", info.name))

@@ -27,13 +27,20 @@ local error, setmetatable, string_format, type, tostring, pairs, ipairs =
 local huge = math.huge
 local table_remove = table.remove
 
-local _M = { name = "gram", preference = 1 }
+local _M = { name = "gram", preference = 1, default_layout = "rows", setup_what = "tables uploaded, G built",
+             doc = "the certified Gram filter: G = E Eᵀ built once, each step rescores only its window "
+                .. "(docs/contract.md#gram)" }
 
 -- The run's options (driver.run) its job takes: { run option = job option }.
 _M.options = { layout = "layout", workgroup_size = "workgroup_size", window_capacity = "window_capacity",
-               reg_slots = "reg_slots", shared_slots = "shared_slots", build_tiling = "build_tiling",
-               g_block_rows = "g_block_rows", gram_defines = "defines", gram_build_defines = "build_defines",
-               spirv = "spirv", memory_budget = "memory_budget", exact_underflow = "exact_underflow" }
+               gram_defines = "defines", spirv = "spirv", memory_budget = "memory_budget",
+               exact_underflow = "exact_underflow" }
+
+-- Bench-only switches (driver.run's opts.tuning): where approx lives
+-- (registers, the shared page), G's build tiling and blocks, a variant of
+-- gram_build.comp.
+_M.tuning = { reg_slots = "reg_slots", shared_slots = "shared_slots", build_tiling = "build_tiling",
+              g_block_rows = "g_block_rows", gram_build_defines = "build_defines" }
 
 local GRAM = kernel.descriptor("gram")
 local GRAM_BUILD = kernel.descriptor("gram_build")
@@ -67,6 +74,22 @@ function _M.memory_need(n, dim)
     local fixed = n * n * 4 + 2 * n * dim * 4 + n * 12
     local per_sequence = n * 8 + dim * 8 + U32_WORDS * 4 + F64_WORDS * 8
     return fixed, per_sequence
+end
+
+--- Bytes of device memory G and a batch's state need (the cost model's figure).
+function _M.memory(job)
+    return require("divgpu.cost").gram_bytes(job, min(job.sequences, 64))
+end
+
+--- Its seconds by the cost model, where the device can run it and G and a
+--- batch's state fit 90% of the memory the job may use.
+function _M.estimate(job, device)
+    if not device.fits.gram then return nil, device.why_not.gram or "the device cannot run the Gram method" end
+    if _M.memory(job) > 0.9 * device.memory then
+        return nil, string_format("G (%d x %d f32) and the state need %.1f MiB, more than 90%% of %.1f MiB",
+            job.n, job.n, _M.memory(job) / 1048576, device.memory / 1048576)
+    end
+    return { { seconds = require("divgpu.cost").gram_seconds(job, device.rates) } }
 end
 
 --- Whether gram runs `request` ({shape, precision, plain}): only the plain
@@ -286,24 +309,10 @@ function _M.placement(n, wg, reg_max, shared_max)
     return reg, shared, max(0, n - reg * wg - shared)
 end
 
--- Registers a thread may give to approx. A GPU: each slot costs three
--- 32-bit registers (the f64 and its G' load issued ahead), the rest of the
--- kernel about 64, within the thread's share of an SM's register file
--- (65,536 on NVIDIA's parts; at most 255 a thread), 40 slots at most. At 512
--- threads that is 21: with 40 the page did not fit 128 registers, and on the
--- H200 (driver 580) the spilled kernel chose other items than the contract
--- (2,676 of 4,096 sequences identical at 65,536 items, 0 of 16 at 20,000;
--- 40 slots at 256 threads and 17 at 512 were identical: bench/RESULTS.md).
--- A CPU device compiles the unrolled page into vector code, where a small
--- page keeps that fast.
-local GPU_REGISTER_FILE, GPU_REGISTERS_MAX, GPU_OTHER_REGISTERS, GPU_SLOTS_MAX = 65536, 255, 64, 40
-local CPU_SLOTS_MAX = 8
-
---- The register page's slots a thread may hold at most, on a device kind with `wg` threads.
+--- The register page's slots a thread may hold at most, on a device kind
+--- with `wg` threads (the register file's figures are divgpu.device_profile's).
 function _M.reg_max(kind, wg)
-    if kind == "cpu" then return CPU_SLOTS_MAX end
-    local budget = min(GPU_REGISTERS_MAX, floor(GPU_REGISTER_FILE / wg))
-    return max(1, min(GPU_SLOTS_MAX, floor((budget - GPU_OTHER_REGISTERS) / 3)))
+    return require("divgpu.device_profile").register_slots(kind, wg)
 end
 
 -- Threads per sequence on a GPU: 256. 512 ran the seed batch faster on the
@@ -648,6 +657,39 @@ function Batch:chunk_stats(rec)
     end
     return c
 end
+
+--- The line of a run's summary on a certified filter's totals `t` (gram's,
+--- or the tensor filter's: `name`): windows, fallbacks; G's build where
+--- `stats` has it.
+function _M.summary_of(name)
+    return function(t, stats)
+        if not t or t.steps == 0 then return nil end
+        -- The window-size histogram, as shares of the steps, bins that occurred only.
+        local bins = {}
+        for k, c in ipairs(t.window_histogram or {}) do
+            if c > 0 then bins[#bins + 1] = string_format("%s: %.3g%%", _M.histogram_labels[k], 100 * c / t.steps) end
+        end
+        local built = stats.build_seconds and string_format(" G built in %.2f s%s;", stats.build_seconds,
+            stats.setup_note and " (" .. stats.setup_note .. ")" or "") or ""
+        return string_format("%s:%s windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
+            .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", name, built,
+            t.window_total / t.steps, 100 * t.window_ones / t.steps, t.window_max, t.fallbacks, t.steps,
+            table.concat(bins, ", "))
+    end
+end
+_M.summary = _M.summary_of("gram")
+
+-- A chunk's figures as the --stats file keeps them (divgpu.stats), and their names.
+_M.chunk_fields = { "sequence_steps", "window_mean", "window_total", "window_ones", "fallbacks", "window_max_bin",
+                    "window_max_batch", "window_histogram" }
+function _M.chunk_record(g)
+    local r = {}
+    for _, k in ipairs(_M.chunk_fields) do r[k] = g[k] end
+    return r
+end
+
+-- The panel divgpu plot draws of a chunk's figures.
+_M.chart = { label = "gram: mean window", value = function(g) return g.window_mean end }
 
 --- The run's totals of the filter (the driver sums each finished batch's
 --- `stats()` into them): steps, window_total, window_ones, fallbacks,

@@ -29,12 +29,32 @@ local error, pairs, ipairs, setmetatable, string_format, type =
 
 -- Below direct in preference: auto weighs it by cost (methods.choose) where
 -- the device has tensor cores; --method tensor asks for it anywhere.
-local _M = { name = "tensor", preference = -1 }
+local _M = { name = "tensor", preference = -1, default_layout = "rows",
+             doc = "the certified tensor filter: int8 slice products bound each step's window "
+                .. "(docs/contract.md#tensor)" }
 
 -- The run's options (driver.run) its job takes: { run option = job option }.
 _M.options = { workgroup_size = "workgroup_size", window_capacity = "window_capacity",
-               tensor_defines = "defines", spirv = "spirv", coopmat = "coopmat",
-               exact_underflow = "exact_underflow" }
+               tensor_defines = "defines", spirv = "spirv", exact_underflow = "exact_underflow" }
+
+-- Bench-only switches (driver.run's opts.tuning): the products on tensor
+-- cores or not, their tiling, a variant of tensor_coopmat.comp, the
+-- combine's fused sums, the export of every pair's â (see job's options).
+_M.tuning = { coopmat = "coopmat", coopmat_tiling = "coopmat_tiling", coopmat_defines = "coopmat_defines",
+              fused_sums = "fused_sums", coopmat_export = "coopmat_export" }
+
+--- Its seconds by the cost model, where the filter may run and the device's
+--- int8 multiply-add rate is known.
+function _M.estimate(job, device)
+    if not device.fits.tensor then return nil, device.why_not.tensor end
+    if not device.rates.int8_mac then return nil end
+    return { { seconds = require("divgpu.cost").tensor_seconds(job, device.rates) } }
+end
+
+--- What auto asks once the filter is the cheapest: the chain's certificate.
+function _M.confirm(ctx, e)
+    return e:gram_admissible()
+end
 
 local TENSOR = kernel.descriptor("tensor")
 local COOPMAT = kernel.descriptor("tensor_coopmat")
@@ -412,5 +432,6 @@ end
 
 -- The run's totals: gram's figures, summed the same way.
 _M.totals, _M.add_totals = gram.totals, gram.add_totals
+_M.summary = gram.summary_of("tensor")
 
 return _M
