@@ -38,7 +38,7 @@ CARGO_SHADERC = $(if $(filter system,$(SHADERC)),--config "$(shaderc_key).rustc-
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all run test deps build check-cargo clean fuzz build/fault/divgpu.so test-cluster
+.PHONY: all run test deps build check-cargo clean fuzz fuzz-seeds fuzz-cmin build/fault/divgpu.so test-cluster
 
 # Prerequisites in the order written: `deps` finishes before `build` starts.
 .NOTPARALLEL:
@@ -102,21 +102,40 @@ test: deps build build/fault/divgpu.so
 test-cluster: deps build
 	DIVGPU_VALIDATION=1 tests/slurm_test.sh
 
-# The coverage-guided fuzzers (cargo-fuzz, libFuzzer; nightly Rust), one
-# target at a time for FUZZ_SECONDS each. New inputs go to fuzz/work/ (not
-# kept); the ones that reach new code are then merged into the kept corpus
-# fuzz/corpus/<target>/, which `make test` replays on stable Rust.
+# The coverage-guided fuzzers (cargo-fuzz, libFuzzer), one target at a time
+# for FUZZ_SECONDS each. New inputs go to fuzz/work/ (not kept); `make
+# fuzz-cmin` then folds them, with the seeds of fuzz/make_seeds.sh, into the
+# kept corpus fuzz/corpus/<target>/ by a set-cover merge on edge coverage (the
+# smallest set of files reaching the same edges; the kept corpus stays under
+# the 2 MB that tests/tree_test.sh allows), which `make test` replays on
+# stable Rust. The machine's one toolchain is stable: RUSTC_BOOTSTRAP lets
+# cargo-fuzz's -Z flags through, and --sanitizer none because stable has no
+# AddressSanitizer runtime (the readers are safe Rust; libFuzzer still finds
+# panics, aborts, timeouts and runaway allocations).
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS := embeddings_json cache fp16 npy
+FUZZ_TARGETS := embeddings_json cache fp16 npy binary
+FUZZ := RUSTC_BOOTSTRAP=1 cargo fuzz
+FUZZ_FLAGS := --sanitizer none -O
 
 fuzz: check-cargo
-	@command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz not found: rustup toolchain install nightly && cargo install cargo-fuzz" >&2; exit 1; }
-	cargo +nightly fuzz build
+	@command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz not found: cargo install cargo-fuzz" >&2; exit 1; }
+	$(FUZZ) build $(FUZZ_FLAGS)
 	for t in $(FUZZ_TARGETS); do \
 	  mkdir -p fuzz/work/$$t fuzz/corpus/$$t; \
-	  cargo +nightly fuzz run $$t fuzz/work/$$t fuzz/corpus/$$t -- -dict=fuzz/json.dict \
+	  $(FUZZ) run $(FUZZ_FLAGS) $$t fuzz/work/$$t fuzz/corpus/$$t -- -dict=fuzz/json.dict \
 	    -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1; \
-	  cargo +nightly fuzz run $$t fuzz/corpus/$$t fuzz/work/$$t -- -merge=1; \
+	done
+	$(MAKE) fuzz-cmin
+
+fuzz-seeds: build
+	fuzz/make_seeds.sh
+
+fuzz-cmin: check-cargo
+	@command -v cargo-fuzz >/dev/null || { echo "cargo-fuzz not found: cargo install cargo-fuzz" >&2; exit 1; }
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/work/$$t fuzz/seeds/$$t; \
+	  cp -n fuzz/work/$$t/* fuzz/seeds/$$t/* fuzz/corpus/$$t/ 2>/dev/null || true; \
+	  $(FUZZ) cmin $(FUZZ_FLAGS) $$t fuzz/corpus/$$t -- -set_cover_merge=1 -use_counters=0 -use_value_profile=0; \
 	done
 
 clean:

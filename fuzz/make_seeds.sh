@@ -5,7 +5,7 @@
 # their caches (divgpu run), their fp16 files (divgpu convert-fp16), their
 # .npy forms (table:write), the files numpy wrote in tests/data/npy, and the
 # binary form of caches (a Rust test, below).
-# `make fuzz-seeds` runs it; `cargo fuzz cmin` then folds the seeds into the
+# `make fuzz-seeds` runs it; `make fuzz-cmin` then folds the seeds into the
 # kept corpus fuzz/corpus/<target>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
