@@ -202,6 +202,11 @@ def read_cache(path):
 # ---- the command line of the two torch peers ---------------------------------
 
 def peer_args(description):
+    return peer_parser(description).parse_args()
+
+
+def peer_parser(description):
+    """The options every peer takes; a peer adds its own and parses."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--embeddings", required=True, help="embeddings.json (docs/formats.md#embeddings-table)")
     p.add_argument("--starts", help="A:B (A <= s < B) or i,j,k; default: every item")
@@ -210,10 +215,12 @@ def peer_args(description):
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--batch", type=int, help="sequences at once (default: as many as fit)")
     p.add_argument("--json", help="write the timing result here as JSON")
+    p.add_argument("--tie", choices=["first", "last"], default="first",
+                   help="of equal scores the smallest index (the contract) or the largest (the twin)")
     p.add_argument("--serve", action="store_true",
                    help="load once, then run the job once per line 'run' on stdin, printing one JSON "
                         "line per run (for bench/whole_run_pairs.py); --out is written by the first run")
-    return p.parse_args()
+    return p
 
 
 def load_job(args):
