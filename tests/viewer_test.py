@@ -154,9 +154,9 @@ def shown_rows(driver, count):
     rows = driver.find_elements(By.CSS_SELECTOR, "#sequence tr")[:count]
     out = []
     for r in rows:
-        title, author = (r.find_element(By.CSS_SELECTOR, c).text for c in (".title", ".author"))
+        # The title as the table gives it, in one cell (no "Author" column).
         out.append((r.find_element(By.CSS_SELECTOR, ".pos").text, r.find_element(By.CSS_SELECTOR, ".item").text,
-                    f"{title} — {author}" if author else title))
+                    r.find_element(By.CSS_SELECTOR, ".title").text))
     return out
 
 

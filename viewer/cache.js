@@ -16,6 +16,7 @@
   const NO_SEQUENCE = 0xffffffff; // a start index entry: no sequence starts at this item
   const MAGIC = [0x44, 0x49, 0x56, 0x47, 0x50, 0x55, 0x42, 0x00]; // "DIVGPUB\0"
   const PREVIEW_STARTS = 10; // how many of the first starts the page names
+  const LISTED_STARTS = 1024; // a binary cache's starts read on opening (4 KiB), to list and mark them
 
   const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
@@ -85,7 +86,9 @@
       }
       if (!response.ok) {
         const why = `${this.name}: HTTP ${response.status} ${response.statusText}`.trim();
-        throw new InputError(response.status === 404 && this.hint ? `${why} (${this.hint})` : why);
+        const error = new InputError(response.status === 404 && this.hint ? `${why} (${this.hint})` : why);
+        error.status = response.status;
+        throw error;
       }
       const bytes = this.counted(new Uint8Array(await response.arrayBuffer()));
       if (response.status === 200) {
@@ -206,10 +209,14 @@
     });
     if (c.version === 2) await checkStartsSha256(name, c);
     const { sequences, ...header } = c;
+    const all = sequences.map((seq) => seq[0]);
     return {
       source, header, form: "JSON", reading: "whole",
       startsCount: sequences.length,
-      firstStarts: sequences.slice(0, PREVIEW_STARTS).map((seq) => seq[0]),
+      firstStarts: all.slice(0, PREVIEW_STARTS),
+      listed: all, // every start, in the cache's order
+      startSet: new Set(all), // or null where not every start was read
+      moreStarts: null, // or a function that appends the next starts to `listed`
       async sequence(item) {
         const position = byStart.get(item);
         return position === undefined ? null : { position, items: sequences[position] };
@@ -359,15 +366,18 @@
     const firstBytes = await source.read(linesStart, lines.probe + 16);
     lines.firstStart = firstItemAt(firstBytes);
     if (lines.firstStart === null) throw lines.layoutError(`byte ${linesStart} starts no sequence`);
-    const firstStarts = [lines.firstStart];
-    for (let nl = firstBytes.indexOf(NEWLINE); nl >= 0 && firstStarts.length < PREVIEW_STARTS; nl = firstBytes.indexOf(NEWLINE, nl + 1)) {
+    const listed = [lines.firstStart];
+    for (let nl = firstBytes.indexOf(NEWLINE); nl >= 0 && listed.length < LISTED_STARTS; nl = firstBytes.indexOf(NEWLINE, nl + 1)) {
       const first = firstItemAt(firstBytes.subarray(nl + 1));
       if (first === null) break;
-      firstStarts.push(first);
+      listed.push(first);
     }
+    const startsCount = header.version === 2 ? header.starts_count : null;
     return {
-      source, header, form: "JSON", reading: "by start", firstStarts,
-      startsCount: header.version === 2 ? header.starts_count : null,
+      source, header, form: "JSON", reading: "by start", firstStarts: listed.slice(0, PREVIEW_STARTS),
+      startsCount, listed,
+      startSet: startsCount === listed.length ? new Set(listed) : null,
+      moreStarts: null, // read by start, only the starts of the first lines read are listed
       async sequence(item) {
         const line = await lines.search(item);
         if (line === null) return null;
@@ -439,12 +449,24 @@
     const h = parseBinaryHeader(name, headerBytes);
     checkLayout(name, h, H, source.size);
     const S = h.starts_count, N = h.num_items, L = h.length;
-    const firstStarts = u32s(await source.readExactly(h.starts_offset, 4 * Math.min(S, PREVIEW_STARTS), "the starts"));
-    const beyond = firstStarts.findIndex((s) => s >= N);
-    if (beyond >= 0) throw new InputError(`${name}: start ${beyond} is item ${firstStarts[beyond]}, not below num_items ${N}`);
+    const readStarts = async (from, count) => {
+      const starts = u32s(await source.readExactly(h.starts_offset + 4 * from, 4 * count, "the starts"));
+      const beyond = starts.findIndex((s) => s >= N);
+      if (beyond >= 0) throw new InputError(`${name}: start ${from + beyond} is item ${starts[beyond]}, not below num_items ${N}`);
+      return starts;
+    };
+    const listed = await readStarts(0, Math.min(S, LISTED_STARTS));
     const header = Object.fromEntries(Object.entries(h).filter(([key]) => !BINARY_OFFSETS.includes(key)));
     return {
-      source, header, form: "binary", reading: "by start", startsCount: S, firstStarts,
+      source, header, form: "binary", reading: "by start", startsCount: S,
+      firstStarts: listed.slice(0, PREVIEW_STARTS), listed,
+      startSet: S === listed.length ? new Set(listed) : null,
+      // The next starts, LISTED_STARTS at a time (appended to `listed`).
+      async moreStarts() {
+        const more = await readStarts(this.listed.length, Math.min(S - this.listed.length, LISTED_STARTS));
+        this.listed = this.listed.concat(more);
+        return more;
+      },
       // One index entry, then the start it names and its row.
       async sequence(item) {
         const [position] = u32s(await source.readExactly(h.index_offset + 4 * item, 4, `the start index entry of item ${item}`));
@@ -478,8 +500,12 @@
     return openWholeJson(source, whole);
   }
 
+  // Any URL's user name and password (scheme://user:password@host) removed
+  // from a text the page shows or logs (issue 29, item 23).
+  const redact = (text) => String(text).replace(/([a-z][a-z0-9+.-]*:\/\/)[^\/?#\s]*@/gi, "$1");
+
   window.divgpuCache = {
-    InputError, open, parseJson, sha256Hex, plural, READ_WHOLE_LIMIT,
+    InputError, open, parseJson, sha256Hex, plural, redact, READ_WHOLE_LIMIT,
     fromFile: (file) => new FileSource(file),
     fromUrl: (url, hint) => new UrlSource(url, hint),
   };
