@@ -2,8 +2,8 @@
 -- signature and its error behaviour, and documents nothing that does not
 -- exist. The exports are read at run time: the native module's table and
 -- its sub-tables, the test hooks (`require "divgpu.testing"`, of the shipped
--- build and of the fault-injection build), every lua/divgpu/ module's table
--- (kernels/ holds descriptors: data), the native objects' methods (as the
+-- build and of the fault-injection build), every public Lua module's table
+-- (lua/divgpu/public.lua: the rest are internal), the native objects' methods (as the
 -- module registered them) and their fields, which Lua cannot list (mlua
 -- hides their metatables), as src/lua_api/*.rs registers them; those are
 -- then confirmed on real objects. The twins: an undocumented export injected
@@ -114,17 +114,13 @@ local function module_exports(exports, name, module)
     end
 end
 
---- Every lua/divgpu/ module ("driver", "methods.gram"), by listing the
---- folder. Descriptors in lua/divgpu/kernels/ are data, documented with
---- divgpu.kernel; lua/divgpu/cli/ holds the command line's parts, which are
---- no API (docs/cli.md is the command line's page; divgpu.cli.main is here).
+--- The public Lua modules ("driver", "methods"), as lua/divgpu/public.lua
+--- declares them; every other lua/divgpu/ module is internal and out of
+--- the page (docs/api.md#internal-modules).
 local function lua_module_names()
     local names = {}
-    for _, file in ipairs(lines_of("cd lua/divgpu && find . -name '*.lua' -not -path './kernels/*' -not -path './cli/*' | sort")) do
-        local name = file:match("^%./(.+)%.lua$")
-        if name then names[#names + 1] = name:gsub("/", ".") end
-    end
-    assert(#names > 0, "no Lua modules found in lua/divgpu")
+    for i, name in ipairs(require "divgpu.public") do names[i] = name:match("^divgpu%.(.+)$") end
+    assert(#names > 0, "lua/divgpu/public.lua lists no modules")
     return names
 end
 

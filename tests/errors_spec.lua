@@ -115,7 +115,7 @@ describe("the error rule", function()
         assert.is_true(device.table_fits(ctx, { n = n + 1, dim = dim }, 2))
         -- A block size that is no count of candidates is misuse.
         local raised, err = pcall(driver.run, { ctx = ctx, embeddings = h.shipped_head(40), starts = { 0 }, length = 2,
-                                                method = "direct", shape = "gemm", gemm_table_block_items = 0 })
+                                                method = "direct", shape = "gemm", tuning = { gemm_table_block_items = 0 } })
         assert.is_false(raised)
         assert.matches("table_block_items must be a positive integer, not 0", tostring(err), 1, true)
         if limit < 2 ^ 28 then  -- lavapipe's 128 MiB: a table just past it, each method refusing it
@@ -155,10 +155,9 @@ describe("the error rule", function()
         assert(driver.run{ ctx = h.ctx(), embeddings = e, starts = { 0 }, length = 3, method = "gram" })
         assert(vk.job(h.ctx(), e, { shape = "gemm" }))
         -- A compiled shader with shape auto is the reference shape's, whatever the cost model would weigh.
-        local methods = require "divgpu.methods"
         local spirv = assert(vk.shader(h.ctx(), "baseline"))
-        local method, _, shape = methods.choose(h.ctx(), e, { method = "direct", shape = "auto", spirv = spirv, length = 3 })
-        assert.are.same({ "direct", "baseline" }, { method, shape })
+        local p = assert(require("divgpu.plan").make(h.ctx(), e, { method = "direct", shape = "auto", spirv = spirv, length = 3 }))
+        assert.are.same({ "direct", "baseline" }, { p.method, p.shape })
         local out = assert(driver.run{ ctx = h.ctx(), embeddings = e, starts = { 0, 1 }, length = 3, method = "direct",
                                        shape = "auto", spirv = spirv })
         assert.is_nil(divgpu.first_difference(out, divgpu.mirror(e, divgpu.array("u32", { 0, 1 }), 3), 3))

@@ -9,8 +9,11 @@ local h = require "tests.helpers"
 local function run(e, starts, length, opts, run_opts)
     opts = opts or {}
     local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "direct", shape = "gemm",
-                   layout = opts.layout, gemm_tiling = opts.tiling, direct_defines = opts.defines }
-    for k, v in pairs(run_opts or {}) do args[k] = v end
+                   layout = opts.layout, direct_defines = opts.defines, tuning = { gemm_tiling = opts.tiling } }
+    -- The bench-only switches (the tiling, the table's blocks) go in the tuning table.
+    for k, v in pairs(run_opts or {}) do
+        if k == "gemm_table_block_items" then args.tuning[k] = v else args[k] = v end
+    end
     local out, stats = assert(driver.run(args))
     return out, stats
 end

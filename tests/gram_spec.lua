@@ -9,8 +9,12 @@ local h = require "tests.helpers"
 --- Runs the gram method through the real driver; returns the sequences and stats.
 local function run_gram(e, starts, length, opts)
     opts = opts or {}
-    local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "gram" }
-    for k, v in pairs(opts) do args[k] = v end
+    local args = { ctx = h.ctx(), embeddings = e, starts = starts, length = length, method = "gram", tuning = {} }
+    -- The bench-only switches (where approx lives, G's blocks) go in the tuning table.
+    local tuning = require("divgpu.methods").tuning_keys()
+    for k, v in pairs(opts) do
+        if tuning[k] then args.tuning[k] = v else args[k] = v end
+    end
     return driver.run(args)
 end
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Adding a kernel touches its .comp and its descriptor only. In a temporary
+# Adding a kernel touches its .comp and its descriptor only (and adding a
+# method its files plus one registry line: tests/toy_method_test.sh, run at the end). In a temporary
 # copy of the checkout (its tracked files, committed in a repository of its
 # own) a toy direct-method shape is added: shaders/toy.comp (the reference
 # scan in two halves: another split of the candidates, the same winners)
@@ -92,4 +93,12 @@ expect_fail "twin: a descriptor with two push fields swapped is refused at pipel
     $divgpu run "${job[@]}" --shape toy --out "$tmp/twin.json"
 [ ! -e "$tmp/twin.json" ] && ok "twin: nothing was written" || not_ok "twin: nothing was written"
 cd - >/dev/null || exit 1
+
+# Adding a method (its files plus one registry line): tests/toy_method_test.sh,
+# run from here so that `make test` runs it beside the toy kernel.
+if bash tests/toy_method_test.sh >"$tmp/method.log" 2>&1; then
+    ok "toy method: $(tail -1 "$tmp/method.log") (tests/toy_method_test.sh)"
+else
+    not_ok "toy method (tests/toy_method_test.sh)" "$(grep -A3 '^not ok' "$tmp/method.log")"
+fi
 finish

@@ -45,7 +45,7 @@ local POLL_SECONDS = 0.0002  -- 0.2 ms between polls of several devices: a few p
 
 --- The plan of a run that names none: divgpu.plan's, from the run's
 --- options (the sequences each device takes, the job's length).
-function _M.plan_of(opts, contexts, e, sequences)
+local function plan_of(opts, contexts, e, sequences)
     return plan.make(contexts, e, { method = opts.method, shape = opts.shape, precision = opts.precision,
                                     spirv = opts.spirv, shader_name = opts.shader_name, length = opts.length,
                                     memory_budget = opts.memory_budget, sequences = sequences,
@@ -83,6 +83,12 @@ local function check_tuning(opts)
     end
 end
 
+--- Whether `c` is a context: a Vulkan device's (userdata), or one of
+--- another kind that a method serves (a table with `kind` and `info`).
+local function is_context(c)
+    return type(c) == "userdata" or (type(c) == "table" and type(c.kind) == "string" and type(c.info) == "table")
+end
+
 --- The contexts a run uses (opts.ctx, contexts, job or jobs); raises on misuse.
 local function contexts_of(opts)
     if opts.jobs ~= nil then
@@ -92,7 +98,7 @@ local function contexts_of(opts)
         if type(opts.jobs) ~= "table" or #opts.jobs == 0 then error("driver.run: jobs must be a non-empty list of jobs", 4) end
         local contexts = {}
         for i, job in ipairs(opts.jobs) do
-            if type(job) ~= "table" or type(job.ctx) ~= "userdata" then
+            if type(job) ~= "table" or not is_context(job.ctx) then
                 error("driver.run: jobs[" .. i .. "] is not a job made by a method's job()", 4)
             end
             contexts[i] = job.ctx
@@ -101,13 +107,13 @@ local function contexts_of(opts)
     end
     local contexts = opts.contexts
     if contexts == nil then
-        if type(opts.ctx) ~= "userdata" then error("driver.run: ctx is required", 4) end
+        if not is_context(opts.ctx) then error("driver.run: ctx is required", 4) end
         return { opts.ctx }
     end
     if opts.ctx ~= nil then error("driver.run: give ctx or contexts, not both", 4) end
     if type(contexts) ~= "table" or #contexts == 0 then error("driver.run: contexts must be a non-empty list of contexts", 4) end
     for i, c in ipairs(contexts) do
-        if type(c) ~= "userdata" then error("driver.run: contexts[" .. i .. "] is not a context", 4) end
+        if not is_context(c) then error("driver.run: contexts[" .. i .. "] is not a context", 4) end
     end
     if opts.job and #contexts > 1 then
         error("driver.run: a job belongs to one context; with several, the driver makes one per context", 4)
@@ -166,7 +172,7 @@ local function make_jobs(opts, contexts, e, total)
     local used = {}
     for d = 1, min(#contexts, max(total, 1)) do used[d] = contexts[d] end
     local given = opts.jobs or (opts.job and { opts.job })
-    local p = not given and (opts.plan or need(_M.plan_of(opts, used, e, total))) or nil
+    local p = not given and (opts.plan or need(plan_of(opts, used, e, total))) or nil
     local jobs, makers, count = {}, {}, 0
     for d, ctx in ipairs(used) do
         jobs[d] = given and given[d]
@@ -256,8 +262,13 @@ function Lane:complete(c, spent)
     stats.chunk_sizes[#stats.chunk_sizes + 1] = c.n
     share.chunks, share.gpu_seconds = share.chunks + 1, share.gpu_seconds + seconds
     -- Straight from the mapped winners buffer: only this chunk's words are read.
-    need(divgpu.jobs.store_winners(self.out, batch.winners_buffer, self.row0, self.count, run.ring, c.first, c.n,
-                                   run.length))
+    -- (A batch whose winners are not in a device buffer stores them itself.)
+    if batch.store_winners then
+        need(batch:store_winners(self.out, self.row0, self.count, run.ring, c.first, c.n, run.length))
+    else
+        need(divgpu.jobs.store_winners(self.out, batch.winners_buffer, self.row0, self.count, run.ring, c.first, c.n,
+                                       run.length))
+    end
     run.steps_done = run.steps_done + c.n
     local t = now()
     if run.opts.on_chunk then

@@ -24,6 +24,7 @@ local device = require "divgpu.device"
 local driver = require "divgpu.driver"
 local failure = require "divgpu.failure"
 local methods = require "divgpu.methods"
+local plan = require "divgpu.plan"
 local options = require "divgpu.cli.options"
 local report = require "divgpu.cli.report"
 local run_command = require "divgpu.cli.run"
@@ -205,7 +206,7 @@ local function prepare(a, ctx, e, count, length)
         local p = run_command.make_plan({ ctx }, c.table, {
             method = asked, shape = c.shape, precision = c.precision, length = length, sequences = count,
             layout = c.layout, tile_size = c.tile, l2_bytes = a.l2_bytes and positive_integer(a.l2_bytes, "--l2-bytes") })
-        local why = p.why.method
+        local why = plan.lines(p)[1]
         c.method, c.shape, c.tile, c.tile_note = p.method, p.shape or c.shape, p.tile, p.why.tile
         if asked == "auto" then
             c.name = c.name .. " (" .. c.method .. ")"
