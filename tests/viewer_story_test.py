@@ -15,6 +15,7 @@ password. Every check has a twin fed a wrong variant that must fail.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,8 @@ def make_story(site):
     changed[17, 5] = np.nextafter(changed[17, 5], np.float32(np.inf))  # one value, one ulp
     with open(at("changed.json"), "w", encoding="utf-8") as f:
         json.dump({"titles": titles, "embeddings": changed.astype(np.float64).tolist()}, f, ensure_ascii=False)
+    with open(at("t.npy"), "rb") as f, open(at("nosidecar.npy"), "wb") as g:
+        g.write(f.read())
     np.save(at("f64.npy"), table.astype("<f8"))
     np.save(at("big_endian.npy"), table.astype(">f4"))
     np.save(at("fortran.npy"), np.asfortranarray(table))
@@ -165,7 +168,8 @@ def secret_problem(driver):
     shown = [body(driver).text, driver.title]
     shown += [a.get_attribute("href") or "" for a in driver.find_elements(By.CSS_SELECTOR, "a")]
     logs = driver.get_log("browser")
-    shown += [e.get("message", "") for e in logs]
+    # What the page logged, less Chromium's prefix (the script's address, as typed).
+    shown += [re.sub(r"^\S+ \d+:\d+ ", "", e.get("message", "")) for e in logs]
     leaks = [s for s in shown if SECRET in s or "user:" in s]
     return None if not leaks else f"shown: {leaks[0][-120:]!r}"
 
@@ -252,6 +256,34 @@ def check_npy_refusals(driver, base):
     twin(".npy refusals (the float32 C-order table)", one_line_error(driver, state, ["../story/t.npy"]))
 
 
+def check_no_sidecar(driver, base, table, cache):
+    """A .npy alone: items by number, distances still shown, and the page says why."""
+    first = cache["sequences"][0]
+    open_page(driver, f"{base}/viewer/?cache=../story/c.json&embeddings=../story/nosidecar.npy")
+    info = driver.find_element(By.ID, "info").text
+    check("a .npy without its sidecar: the page says none is beside it",
+          ready_problem(driver) or (None if "no ../story/nosidecar.titles.json beside it" in info else info))
+    check("a .npy without its sidecar: items by number, NumPy's distances",
+          titles_problem(driver, [f"item {i}" for i in first]) or distances_problem(driver, expected_distances(table, first)))
+
+
+def check_picked(driver, site, table, titles, cache):
+    """From a file: URL: the .npy and its sidecar picked together, then the cache."""
+    first = cache["sequences"][0]
+    folder = os.path.join(site, "story")
+
+    def picked(tables):
+        open_page(driver, "file://" + os.path.join(ROOT, "viewer", "index.html"))
+        driver.find_element(By.ID, "embeddings-file").send_keys("\n".join(os.path.join(folder, t) for t in tables))
+        driver.find_element(By.ID, "cache-file").send_keys(os.path.join(folder, "c.json"))
+        state_is(driver, "ready", "error")
+        return shown_start_problem(driver, first) or titles_problem(driver, [titles[i] for i in first]) \
+            or distances_problem(driver, expected_distances(table, first))
+    check("picked t.npy and t.titles.json: the first start, the titles, the distances",
+          picked(["t.npy", "t.titles.json"]))
+    twin("picked .npy and sidecar (t.npy alone: no titles)", picked(["t.npy"]))
+
+
 def check_credentials(driver, base):
     host = base.split("//", 1)[1]
     urls = [
@@ -260,6 +292,18 @@ def check_credentials(driver, base):
         ("cache", f"//user:{SECRET}@{host}/story/c.json", ["?cache=", "refused"]),
         ("cache", f"http://user:{SECRET}@example.invalid:9/c.json", ["?cache=", "http://example.invalid:9", "refused"]),
     ]
+    # The page's own address typed with a user name and password: the relative
+    # files load, and neither the rows' links nor the list's show them.
+    state = open_page(driver, f"http://user:{SECRET}@{host}/viewer/?cache=../story/c.json&embeddings=../story/t.npy")
+    check("the page's address with a user name and password: the relative files load",
+          None if state == "ready" else f"state {state}: {error_text(driver)!r}")
+    check("the page's address with a user name and password: not shown in links, text or console",
+          secret_problem(driver))
+    # Its twin: a relative link, as the viewer made them before, resolves to the typed address.
+    driver.execute_script("const a = document.createElement('a'); a.href = '?start=1'; a.textContent = 'x';"
+                          "document.getElementById('sequence').append(a)")
+    twin("the page's address with a user name and password: not shown in links (a relative link)",
+         secret_problem(driver))
     driver.get_log("browser")  # drop what came before
     for param, url, words in urls:
         q = f"cache=../story/c.json&{param}={url}" if param == "embeddings" else f"cache={url}"
@@ -288,6 +332,8 @@ def run(tmp):
         check_npy_page(driver, server.base, table, titles, cache, cache2)
         check_json_twin(driver, server.base, table, titles, cache)
         check_npy_refusals(driver, server.base)
+        check_no_sidecar(driver, server.base, table, cache)
+        check_picked(driver, site, table, titles, cache)
         check_credentials(driver, server.base)
     except Exception:  # a timeout or a missing element: a failure, reported as one
         page = body(driver)

@@ -66,6 +66,9 @@
   class UrlSource extends Source {
     constructor(url, hint) {
       super(url);
+      // Resolved against location.href, which holds no user name or password
+      // (fetch refuses a URL resolved against a page address that has them).
+      this.url = new URL(url, location.href).href;
       this.hint = hint;
       this.whole = null;
       this.byRange = true;
@@ -76,7 +79,7 @@
       let response;
       try {
         // no-store: ranges of a file replaced between two reads must not mix.
-        response = await fetch(this.name, { mode: "same-origin", cache: "no-store",
+        response = await fetch(this.url, { mode: "same-origin", cache: "no-store",
           headers: { Range: `bytes=${offset}-${length === Infinity ? "" : offset + length - 1}` } });
       } catch (e) {
         throw new InputError(`${this.name}: cannot be read (${e.message})`);

@@ -55,7 +55,12 @@
   function sameOriginUrl(param, value) {
     let url;
     try {
-      url = new URL(value, location.href);
+      // Against this page's address without its own user name and password,
+      // which a relative URL would otherwise inherit.
+      const base = new URL(location.href);
+      base.username = "";
+      base.password = "";
+      url = new URL(value, base);
     } catch (e) {
       throw new InputError(`?${param}= is not a URL: refused`);
     }
@@ -114,9 +119,15 @@
     if (!table) {
       return text + "no table, so items are shown by number (name one with ?embeddings=PATH, or pick it, for titles).";
     }
-    const labels = table.titles ? "titles" : table.ids ? "ids" : "no titles or ids";
-    text += `${labels} from ${table.sidecar || table.name}` + (table.model ? ` (${table.model})` : "") +
-      (table.sidecar ? `, values from ${table.name}` : "");
+    const labels = table.titles ? "titles" : table.ids ? "ids" : null;
+    if (labels) {
+      text += `${labels} from ${table.sidecar || table.name}` + (table.model ? ` (${table.model})` : "") +
+        (table.sidecar ? `, values from ${table.name}` : "");
+    } else {
+      const why = table.values && /\.npy$/i.test(table.name.split(/[?#]/)[0]) && !table.sidecar
+        ? ` (no ${window.divgpuTable.sidecarName(table.name)} beside it)` : "";
+      text += `values from ${table.name}, no titles or ids${why}, so items are shown by number`;
+    }
     if (match === "unchecked") return text + "; the table's sha256 was not checked (this page is not a secure context).";
     if (match === "values") {
       return text + `: not the file the cache was computed from, but the same ${table.n} × ${table.dim} f32 values ` +
@@ -131,7 +142,7 @@
     const how = !source.byRange ? "the server ignores range requests, so the file was read whole"
       : reading === "whole" ? "read whole" : source.file ? "read by start with Blob.slice" : "read by start with HTTP range requests";
     const box = $("reads");
-    box.textContent = `${source.name}: ${bytes(source.bytesRead)} of ${bytes(source.size)} read in ${plural(source.reads, "read")} (${how}).`;
+    box.textContent = redact(`${source.name}: ${bytes(source.bytesRead)} of ${bytes(source.size)} read in ${plural(source.reads, "read")} (${how}).`);
     box.hidden = false;
     document.body.dataset.bytesRead = String(source.bytesRead);
   }
@@ -241,11 +252,15 @@
 
   // --- the sequence -----------------------------------------------------
 
-  // This page's address with another start (the other parameters kept).
+  // This page's address with another start (the other parameters kept), in
+  // full: a relative link would resolve against an address typed with a user
+  // name and password, and show them.
   function startHref(item) {
     const url = new URL(location.href);
+    url.username = "";
+    url.password = "";
     url.searchParams.set("start", item);
-    return url.search;
+    return url.href;
   }
 
   function noSequence(item) {
