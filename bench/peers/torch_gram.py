@@ -191,6 +191,8 @@ class Gram:
         c = csum.float()
         b = self.bound(csum, c, T, m)
         a1, w = approx.min(1)                            # first of equal minima
+        if self.args.check_bound:
+            check_ratio(self, stats, c, approx, b)
         win = approx <= (a1 + 2 * b)[:, None]
         count = win.sum(1)
         many = count > 1
@@ -209,11 +211,23 @@ class Gram:
         return torch.where(many, pick, w)
 
 
+def check_ratio(job, stats, c, a, b):
+    """The instrumented check (contract.md#instrumented-ratio-test): every unchosen
+    candidate rescored; stats["ratio_max"] = max |score_j - a_j| / B."""
+    torch = job.torch
+    S, N, D = c.shape[0], job.n, job.dim
+    full = exact.scores(job.ops, c[:, None, :].expand(S, N, D), job.E[None, :N].expand(S, N, D), job.inv[:N])
+    live = torch.isfinite(a[:, :N])
+    r = (full.double() - a[:, :N]).abs() / b[:, None]
+    stats["ratio_max"] = max(stats.get("ratio_max", 0.0), float(r[live].max()) if bool(live.any()) else 0.0)
+
+
 def main():
     p = common.peer_parser(__doc__.splitlines()[0])
     p.add_argument("--no-certificate", action="store_true", help="TIMING ONLY: the argmin of approx")
     p.add_argument("--bound-scale", type=float, default=1.0, help="the twin's lever; 1 is the proven bound")
     p.add_argument("--graph-steps", type=int, default=64, help="steps a CUDA graph (no certificate)")
+    p.add_argument("--check-bound", action="store_true", help="rescore every candidate; report the ratio")
     args = p.parse_args()
     e, inv, sha, starts, length = common.load_job(args)
     torch, device, label = common.setup_torch(args.device)
@@ -225,6 +239,7 @@ def main():
     stats = {"steps": 0, "members": 0}
 
     def timed_job():
+        stats.clear()
         stats.update(steps=0, members=0)
         common.sync(torch, device)
         t0 = time.perf_counter()
@@ -244,6 +259,8 @@ def main():
              "device": label, "cuda_graphs": device.type == "cuda", "verified_on_cuda": False}
         if cert and stats["steps"]:
             r["window_mean"] = stats["members"] / stats["steps"]
+        if args.check_bound:
+            r["bound_ratio_max"] = stats.get("ratio_max", 0.0)
         return r
 
     if args.serve:

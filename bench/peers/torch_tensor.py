@@ -44,6 +44,7 @@ import numpy as np
 
 import common
 import exact
+import torch_gram
 from exact import ETA, SLACK, U
 
 E64 = exact.E64
@@ -181,6 +182,8 @@ class Tensor:
             a1, w = a.min(1)
             if not self.args.no_certificate:
                 b = self.bound(terms)
+                if self.args.check_bound:
+                    torch_gram.check_ratio(self, stats, c, a, b)
                 win = a <= (a1 + 2 * b)[:, None]
                 count = win.sum(1)
                 many = count > 1
@@ -207,6 +210,7 @@ def main():
     p.add_argument("--bound-scale", type=float, default=1.0, help="the twin's lever; 1 is the proven bound")
     p.add_argument("--int-mm", choices=["auto", "int8", "f64"], default="auto",
                    help="torch._int_mm, or the exact f64 fallback")
+    p.add_argument("--check-bound", action="store_true", help="rescore every candidate; report the ratio")
     args = p.parse_args()
     e, inv, sha, starts, length = common.load_job(args)
     torch, device, label = common.setup_torch(args.device)
@@ -220,6 +224,7 @@ def main():
     stats = {"steps": 0, "members": 0}
 
     def timed_job():
+        stats.clear()
         stats.update(steps=0, members=0)
         common.sync(torch, device)
         t0 = time.perf_counter()
@@ -239,6 +244,8 @@ def main():
              "torch": torch.__version__, "device": label, "verified_on_cuda": False}
         if cert and stats["steps"]:
             r["window_mean"] = stats["members"] / stats["steps"]
+        if args.check_bound:
+            r["bound_ratio_max"] = stats.get("ratio_max", 0.0)
         return r
 
     if args.serve:
