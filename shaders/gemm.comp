@@ -26,10 +26,8 @@
 // DIVGPU_TABLE_BLOCKS: the table in blocks of `block_items` candidates, each
 // its own allocation reached by device address (a table past one storage
 // buffer: 4 GiB on the H200), each block in the layout above.
-// DIVGPU_GEMM_PERTURB (tests' twins): 1 = the append forgets the last tile;
-// 2 = a blocked table's last block is read at the block before it; 3 = the
-// two stages never swap; 4 = the dispatch's fold (more tiles than one
-// dimension allows) runs only its first row.
+// The tests' twins are source patches outside shaders/
+// (tests/kernels/gemm_perturb.lua, DIVGPU_GEMM_PERTURB).
 #extension GL_GOOGLE_include_directive : require
 #ifdef DIVGPU_TABLE_BLOCKS
 #extension GL_EXT_buffer_reference : require
@@ -39,9 +37,6 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
-#ifndef DIVGPU_GEMM_PERTURB
-#define DIVGPU_GEMM_PERTURB 0  // non-vacuity twins (0 = off)
-#endif
 #ifndef GEMM_WX
 #define GEMM_WX 16
 #define GEMM_WY 16
@@ -77,12 +72,7 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Tab
 float table_value(uint j, uint d) {
     const uint b = j / pc.block_items, local = j - b * pc.block_items;
     const uint items = min(pc.block_items, pc.num_items - b * pc.block_items);
-#if DIVGPU_GEMM_PERTURB == 2
-    // Twin: the last block is read at the block before it (in bounds: that one is full).
-    const uint block = (b > 0u && b == (pc.num_items - 1u) / pc.block_items) ? b - 1u : b;
-#else
     const uint block = b;
-#endif
 #ifdef DIVGPU_COLUMNS
     const uint i = d * items + local;
 #else
@@ -267,9 +257,6 @@ void scores() {
     const uint seq_tiles = (pc.sequences + TS - 1u) / TS;
     const uint flat_group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     if (flat_group >= pc.tiles * seq_tiles) return;  // the fold's last row (whole workgroups)
-#if DIVGPU_GEMM_PERTURB == 4
-    if (gl_WorkGroupID.y > 0u) return;  // Twin: the fold's rows after the first never run.
-#endif
     const uint j0 = flat_group / seq_tiles * TC, s0 = flat_group % seq_tiles * TS;
     for (uint r = flat_id; r < TS; r += THREADS) { row_key[r] = 0xffffffffu; row_tie[r] = 0xffffffffu; }
     ROWS(DECLARE_ROW)
@@ -294,9 +281,7 @@ void scores() {
         // Orders this slice's reads before the next overwrites its stage, and
         // the next slice's writes before its reads.
         barrier();
-#if DIVGPU_GEMM_PERTURB != 3
-        b ^= 1u;  // Twin 3: the stages never swap (every slice computed from the first stage).
-#endif
+        b ^= 1u;
     }
     ROWS(BEST_ROW)
     // Orders every thread's least key before the ties among its holders.
@@ -315,11 +300,7 @@ void append() {
     const uint s = gl_WorkGroupID.x;
     const uint tid = gl_LocalInvocationID.x;
     uvec2 best = NO_CANDIDATE;
-#if DIVGPU_GEMM_PERTURB == 1
-    const uint tiles = max(pc.tiles, 2u) - 1u;  // Twin: the last tile of candidates is forgotten.
-#else
     const uint tiles = pc.tiles;
-#endif
     for (uint t = tid; t < tiles; t += THREADS) best = better(best, partial[s * pc.tiles + t]);
     const uint k = subgroupMin(best.x);
     const uint tie = subgroupMin(best.x == k ? best.y : 0xffffffffu);

@@ -32,9 +32,9 @@
 // Variants (defines): DIVGPU_COLUMNS (table layout), DIVGPU_GRAM_CHECK
 // (instrumented: rescore every candidate, record max |exact - a_j| / Bhat),
 // DIVGPU_BOUND_SCALE (the bound's factor, 1.0; tests shrink it),
-// DIVGPU_GRAM_PERTURB (non-vacuity twins, 0 = off), DIVGPU_GRAM_FLOOR (timing
-// only, not exact: each step adds the row and takes the smallest approx; the
-// per-step floor of this design).
+// The non-vacuity twins are source patches outside shaders/
+// (tests/kernels/gram_perturb.lua, DIVGPU_GRAM_PERTURB), as are the bench's
+// probes (bench/kernels/gram_floor.lua, gram_uniform.lua, gram_warp_uniform.lua).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -48,12 +48,6 @@
 #endif
 #ifndef DIVGPU_BOUND_SCALE
 #define DIVGPU_BOUND_SCALE 1.0lf
-#endif
-#ifndef DIVGPU_GRAM_PERTURB
-#define DIVGPU_GRAM_PERTURB 0
-#endif
-#ifndef DIVGPU_GRAM_FLOOR
-#define DIVGPU_GRAM_FLOOR 0
 #endif
 
 layout(local_size_x_id = 0) in;                         // threads per workgroup (sequence)
@@ -118,9 +112,6 @@ shared dvec2 red_norms[2][SUBGROUP_SLOTS];
 // The window's members, their count by step parity, and the subgroups' best.
 shared uint window[WINDOW_CAPACITY];
 shared uint window_count[2];
-#if DIVGPU_GRAM_PERTURB == 1
-shared double window_a[WINDOW_CAPACITY];  // the twin's members' approx
-#endif
 shared uint red_key[SUBGROUP_SLOTS];
 shared uint red_best[SUBGROUP_SLOTS];
 #if DIVGPU_GRAM_CHECK
@@ -145,14 +136,10 @@ const double EPS64 = 1.0lf / 4503599627370496.0lf;   // 2^-52: gamma64(n) <= n *
 const double TINY = 1.0lf / 1427247692705959881058285969449495136382746624.0lf;  // eta = 2^-150
 const double SLACK = 1.0lf + 1.0lf / 1048576.0lf;    // 1 + 2^-20: the bound's own f64 evaluation
 // The absolute error of one stored G' entry below the normal range: eta with
-// gradual underflow; where denormals may be flushed (DIVGPU_EXACT_UNDERFLOW:
+// gradual underflow; where denormals may be flushed (EXACT_UNDERFLOW:
 // the device does not keep them) a flushed entry or load is off by less than
 // 2^-126 (gram.md, section 6).
-#ifdef DIVGPU_EXACT_UNDERFLOW
-const double G_ETA = TINY * 16777216.0lf;            // 2^-126
-#else
-const double G_ETA = TINY;
-#endif
+#define G_ETA (EXACT_UNDERFLOW ? TINY * 16777216.0lf : TINY)  // 2^-126 or eta
 
 // G''s row w: block w / block_rows, 64-bit byte offset inside it.
 GRow g_row(uint w) {
@@ -352,9 +339,6 @@ void add_to_window(uint j, double a, uint parity) {
     const uint slot = atomicAdd(window_count[parity], 1u);
     if (slot < WINDOW_CAPACITY) {
         window[slot] = j;
-#if DIVGPU_GRAM_PERTURB == 1
-        window_a[slot] = a;
-#endif
     }
 }
 
@@ -452,17 +436,9 @@ void main() {
 
         // ---- phase A: apply w (the winner of step t - 1) ----
         bool add = true;
-#if DIVGPU_GRAM_PERTURB == 2
-        // Twin: the row pending from the previous dispatch is dropped.
-        add = k != 0u;
-#endif
         add_row_and_scan(g_row(w), w, add);
-#if DIVGPU_GRAM_FLOOR
-        const dvec2 norms = dvec2(0.0lf);
-#else
         const dvec2 norms = add_to_centroid(w);
         chosen_norms += row_norm[w];
-#endif
         {
             const double m1 = subgroupMin(a1);
             const uvec4 at_min = subgroupBallot(a1 == m1);
@@ -509,57 +485,9 @@ void main() {
         if (tid == 0u) window_count[parity ^ 1u] = 0u;
 
         uint winner, count;
-#if DIVGPU_GRAM_FLOOR
-        winner = best;
-        count = 1u;
-#elif DIVGPU_GRAM_UNIFORM
-        // A probe of the stall at 384 and 512 threads on the H200
-        // (bench/gram_stall_probe.lua uniform=1): the same barriers in every
-        // step, whatever the window, so no barrier sits under a data-dependent
-        // branch. The window and its rescoring as below (no twins here).
         const double bound = step_bound(norm2, t);
         const double tau = best_a + 2.0lf * bound;
-        const bool single = second_a > tau;
-        if (!single) collect_window(tau, parity);
-        barrier();  // B2, every step
-        count = single ? 1u : window_count[parity];
-        const bool rescore = !single && count != 0u && count <= WINDOW_CAPACITY;
-        const uint staged = rescore ? min(count, STAGE_ROWS) : 0u;
-        uint best_key = 0xffffffffu, best_j = INDEX_NONE;
-        for (uint e = tid; e < staged * pc.dim; e += threads) {
-            const uint m = e / pc.dim, d = e - m * pc.dim;
-            staged_rows[m * MAX_DIM + d] = LOAD_EMB(EMB_INDEX(window[m], d));
-        }
-        barrier();  // the staged rows, every step
-        if (rescore) {
-            for (uint m = tid; m < count; m += threads) {
-                const uint j = window[m];
-                const uint key = contract_key(m < staged ? staged_score(j, m, pc.dim) : contract_score(j, pc.dim));
-                if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
-                    best_key = key;
-                    best_j = j;
-                }
-            }
-        } else if (!single) {
-            scan_all(best_key, best_j);
-        }
-        uint chosen_key, rescored;
-        reduce_best(best_key, best_j, chosen_key, rescored);  // B3, every step
-        winner = single ? best : rescored;
-#else
-        const double bound = step_bound(norm2, t);
-        const double tau = best_a + 2.0lf * bound;
-#if DIVGPU_GRAM_PERTURB == 4
-        // Twin: trust the smallest approx whatever the bound says.
-        if (true) {
-#elif DIVGPU_GRAM_WARP_UNIFORM
-        // A probe of the stall (bench/gram_stall_probe.lua warp=1): the
-        // branches around B2, the staged rows' barrier and B3 on values the
-        // compiler can see are the same in every lane of a subgroup.
-        if (subgroupBroadcastFirst(second_a > tau)) {
-#else
         if (second_a > tau) {
-#endif
             winner = best;  // the window is {best}: no chain
             count = 1u;
         } else {
@@ -567,9 +495,6 @@ void main() {
             // B2: orders the window's members and count before every thread reads them.
             barrier();
             count = window_count[parity];
-#if DIVGPU_GRAM_WARP_UNIFORM
-            count = subgroupBroadcastFirst(count);
-#endif
             uint best_key = 0xffffffffu, best_j = INDEX_NONE;
             if (count != 0u && count <= WINDOW_CAPACITY) {
                 const uint staged = min(count, STAGE_ROWS);
@@ -581,37 +506,19 @@ void main() {
                 barrier();
                 for (uint m = tid; m < count; m += threads) {
                     const uint j = window[m];
-#if DIVGPU_GRAM_PERTURB == 1
-                    // Twin: trust the approximation, no exact rescoring.
-                    const uint key = contract_key(float(window_a[m]));
-#else
                     const uint key = contract_key(m < staged ? staged_score(j, m, pc.dim) : contract_score(j, pc.dim));
-#endif
                     if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
                         best_key = key;
                         best_j = j;
                     }
                 }
             } else {
-#if DIVGPU_GRAM_PERTURB == 3
-                // Twin: an overflowing window is cut to its capacity instead of a full scan.
-                for (uint m = tid; m < WINDOW_CAPACITY; m += threads) {
-                    const uint j = window[m];
-                    const uint key = contract_key(contract_score(j, pc.dim));
-                    if (key < best_key || (key == best_key && contract_tie_key(j) < contract_tie_key(best_j))) {
-                        best_key = key;
-                        best_j = j;
-                    }
-                }
-#else
                 // The fallback (count == 0 cannot happen under the theorem; scanning keeps it safe).
                 scan_all(best_key, best_j);
-#endif
             }
             uint chosen_key;
             reduce_best(best_key, best_j, chosen_key, winner);  // B3 inside
         }
-#endif
 
 #if DIVGPU_GRAM_CHECK
         {

@@ -25,9 +25,6 @@
 #include "flush.glsl"
 #include "underflow.glsl"
 
-#ifndef DIVGPU_GRAM_BUILD_PERTURB
-#define DIVGPU_GRAM_BUILD_PERTURB 0
-#endif
 
 // Doubles of padding after each slice row of a panel. Staging writes a
 // warp's values down the SLICE rows (row stride TILE doubles, a multiple of
@@ -45,11 +42,7 @@
 #endif
 
 // The column of the mirror's entry from microtile row m.
-#if DIVGPU_GRAM_BUILD_PERTURB == 2
-#define MIRROR_I(m) ((i0 + ty + m * WY) ^ 1u)  // Twin: the mirror's neighbouring columns swapped.
-#else
 #define MIRROR_I(m) (i0 + ty + m * WY)
-#endif
 
 // The tiling: WX x WY threads, TM x TN entries each, SLICE dimensions per
 // stage. Specialization constants by default (one SPIR-V for every device);
@@ -126,11 +119,7 @@ void store_slices(uint flat_id) {
 // One term of an entry's sum: the product of two f32 is exact in f64, so
 // the fma rounds once, as a sum of exact products does, d ascending.
 double product_sum(double x, double y, double acc) {
-#if DIVGPU_GRAM_BUILD_PERTURB == 1
-    return acc + double(float(x * y));  // Twin: products rounded to f32 before the f64 sum.
-#else
     return fma(x, y, acc);
-#endif
 }
 
 #ifdef DIVGPU_BUILD_TILING

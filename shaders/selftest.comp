@@ -6,7 +6,7 @@
 // conversion or f64 add is not correctly rounded, or whose fma() is not fused
 // and whose f64 emulation of it is not exact either, gets a clear error
 // instead of silently different output. A device with an unfused fma() but
-// exact emulation runs the emulated chain (DIVGPU_FMA_EMULATED).
+// exact emulation runs the emulated chain (FMA_EMULATED).
 layout(local_size_x = 64) in;
 
 layout(push_constant) uniform Push { uint cases; } pc;
@@ -16,7 +16,7 @@ layout(std430, set = 0, binding = 1) readonly buffer F64In { double d_in[]; };  
 layout(std430, set = 0, binding = 2) writeonly buffer Out { uint result[]; };    // [cases][6]
 
 #include "fma.glsl"
-#include "flush.glsl"
+#include "flush.glsl"  // FLUSH_DENORMALS (id 102): set on a context imitating a flushing device
 
 void main() {
     const uint i = gl_GlobalInvocationID.x;

@@ -21,9 +21,8 @@
 //
 // Variants (defines): DIVGPU_TENSOR_CHECK (instrumented: max |score - â| / B̂
 // over every candidate-step), DIVGPU_BOUND_SCALE (the bound's factor, 1.0;
-// tests shrink it), DIVGPU_TENSOR_PERTURB (twins: 1 = no exact rescoring,
-// 2 = p_2 q_1 dropped from A_3, 3 = the window collected from the least â's
-// tile alone).
+// tests shrink it). The twins are source patches outside shaders/
+// (tests/kernels/tensor_perturb.lua, DIVGPU_TENSOR_PERTURB).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -36,9 +35,6 @@
 #endif
 #ifndef DIVGPU_BOUND_SCALE
 #define DIVGPU_BOUND_SCALE 1.0lf
-#endif
-#ifndef DIVGPU_TENSOR_PERTURB
-#define DIVGPU_TENSOR_PERTURB 0
 #endif
 
 layout(local_size_x_id = 0) in;                          // threads per workgroup
@@ -232,11 +228,7 @@ double approx(uint s, uint j) {
             const int x1 = lane(p1, i), x2 = lane(p2, i);
             const int y1 = lane(q1, i), y2 = lane(q2, i);
             a2 += x1 * y1;
-#if DIVGPU_TENSOR_PERTURB == 2
-            a3 += x1 * y2;  // Twin: p_2 q_1 dropped.
-#else
             a3 += x1 * y2 + x2 * y1;
-#endif
         }
     }
     // Exact in f64: a multiple of 2^-21 below 2^18 (tensor.md section 2).
@@ -325,9 +317,6 @@ uint window_bin(uint count) {
 // collected; window_count past WINDOW_CAPACITY means the fallback.
 void collect_window(uint s, double tau, uint j1) {
     for (uint t = tid; t < pc.tiles; t += threads) {
-#if DIVGPU_TENSOR_PERTURB == 3
-        if (t != j1 / pc.tile_width) continue;  // Twin: the other reaching tiles left out.
-#endif
         if (partial_a[s * pc.tiles + t].x <= tau) {
             const uint slot = atomicAdd(reaching_count, 1u);
             if (slot < WINDOW_CAPACITY) reaching[slot] = t;
@@ -414,12 +403,7 @@ void decide() {
         if (count != 0u && count <= WINDOW_CAPACITY) {
             for (uint m = tid; m < count; m += threads) {
                 const uint j = window[m];
-#if DIVGPU_TENSOR_PERTURB == 1
-                // Twin: trust the approximation, no exact rescoring.
-                better(contract_key(float(approx(s, j))), j, best_key, best_j);
-#else
                 better(contract_key(contract_score(j, pc.dim)), j, best_key, best_j);
-#endif
             }
         } else {
             // The fallback: the whole step, exactly.

@@ -25,25 +25,14 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 
-// DIVGPU_COOPMAT_PERTURB = 1 (the campaign's twin): A_3 without p_2 q_1.
-#ifndef DIVGPU_COOPMAT_PERTURB
-#define DIVGPU_COOPMAT_PERTURB 0
-#endif
+// The campaign's twin (A_3 without p_2 q_1) and the bench's products-only
+// levels are source patches outside shaders/ (tests/kernels/coopmat_perturb.lua,
+// bench/kernels/coopmat_products_only.lua).
 // DIVGPU_COOPMAT_EXPORT = 1 (the campaign's parity check): every pair's â
 // also stored, as f64, in the binding `a_exact` (the descriptor's `export`).
 #ifndef DIVGPU_COOPMAT_EXPORT
 #define DIVGPU_COOPMAT_EXPORT 0
 #endif
-// DIVGPU_COOPMAT_PRODUCTS_ONLY (bench only, wrong results), to see what binds
-// the tensor-core loop: 1 = the products without the combine; 2 = and without
-// global loads after the first stage (the same stage multiplied every time);
-// 3 = and the fragments loaded once (MulAdds from registers, the barriers
-// kept); 4 = as 2 without the barriers.
-#ifndef DIVGPU_COOPMAT_PRODUCTS_ONLY
-#define DIVGPU_COOPMAT_PRODUCTS_ONLY 0
-#endif
-const bool GLOBAL_LOADS = DIVGPU_COOPMAT_PRODUCTS_ONLY < 2;
-const bool STAGE_BARRIERS = DIVGPU_COOPMAT_PRODUCTS_ONLY != 4;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 // same; tests/tensor_spec.lua checks it): 128 x 128 pairs a workgroup, 394
 // useful TOPS on the H200 (bench/results/2026-12-04_h200_75d38f4). In the
@@ -166,7 +155,6 @@ void store_stage(uint b, uvec4 pre[LOADS]) {
 #define ACC coopmat<int32_t, gl_ScopeSubgroup, M, N, gl_MatrixUseAccumulator>
 #define MAT_A coopmat<int8_t, gl_ScopeSubgroup, M, K, gl_MatrixUseA>
 #define MAT_B coopmat<int8_t, gl_ScopeSubgroup, K, N, gl_MatrixUseB>
-const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
 
 // The stage at vector `base`: its KSTEPS steps' MulAdds into main's
 // accumulators (a2 += p1 q1, a3 += p1 q2 + p2 q1). A macro, not a function:
@@ -191,19 +179,8 @@ const bool TWIN_NO_P2Q1 = DIVGPU_COOPMAT_PERTURB == 1;
                 const uint i = fr * CM_FC + fc; \
                 a2[i] = coopMatMulAdd(p1[fr], q1, a2[i]); \
                 a3[i] = coopMatMulAdd(p1[fr], q2, a3[i]); \
-                if (!TWIN_NO_P2Q1) a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]); \
+                a3[i] = coopMatMulAdd(p2[fr], q1, a3[i]); \
             } \
-        } \
-    }
-
-// Bench level 3: the first stage's fragments, loaded once, multiplied every time.
-#define PRODUCTS_FROM_REGISTERS \
-    [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) { \
-        [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) { \
-            const uint i = fr * CM_FC + fc; \
-            a2[i] = coopMatMulAdd(r1[fr], s1[fc], a2[i]); \
-            a3[i] = coopMatMulAdd(r1[fr], s2[fc], a3[i]); \
-            a3[i] = coopMatMulAdd(r2[fr], s1[fc], a3[i]); \
         } \
     }
 
@@ -345,49 +322,30 @@ void main() {
     const TileConstants held = fetch_tile_constants(s0, c0);
     uvec4 pre[LOADS];
     load_stage(s0, c0, 0u, pre);
-#if DIVGPU_COOPMAT_PRODUCTS_ONLY == 3
-    store_stage(0u, pre);
-    barrier();
-    MAT_A r1[CM_FR], r2[CM_FR];
-    MAT_B s1[CM_FC], s2[CM_FC];
-    [[unroll]] for (uint fr = 0u; fr < CM_FR; ++fr) {
-        const uint r = (wr * CM_FR + fr) * M;
-        coopMatLoad(r1[fr], stage, r * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(r2[fr], stage, (TILE_S + r) * ROW, ROW, gl_CooperativeMatrixLayoutRowMajor);
-    }
-    [[unroll]] for (uint fc = 0u; fc < CM_FC; ++fc) {
-        const uint c = A_ROWS + (wc * CM_FC + fc) * N;
-        coopMatLoad(s1[fc], stage, c * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-        coopMatLoad(s2[fc], stage, (TILE_C + c) * ROW, ROW, gl_CooperativeMatrixLayoutColumnMajor);
-    }
-    for (uint k0 = 0u; k0 < pc.row_bytes; k0 += K) {
-        PRODUCTS_FROM_REGISTERS
-        barrier();
-    }
-#elif CM_STAGES == 2
+#if CM_STAGES == 2
     store_stage(0u, pre);
     // Orders the first stage before any subgroup reads it.
     barrier();
     uint b = 0u;
     for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
-        const bool more = GLOBAL_LOADS && k0 + STAGE_BYTES < pc.row_bytes;
+        const bool more = k0 + STAGE_BYTES < pc.row_bytes;
         if (more) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
         PRODUCTS(b * STAGE)
         if (more) store_stage(b ^ 1u, pre);
         // Orders this stage's reads before the next overwrites it (and the
         // last one's before the combine's), and the next stage's writes
         // before its reads.
-        if (STAGE_BARRIERS) barrier();
-        if (GLOBAL_LOADS) b ^= 1u;
+        barrier();
+        b ^= 1u;
     }
 #else
     for (uint k0 = 0u; k0 < pc.row_bytes; k0 += STAGE_BYTES) {
         // Orders the last stage's reads before this one's writes.
-        if (STAGE_BARRIERS) barrier();
-        if (GLOBAL_LOADS || k0 == 0u) store_stage(0u, pre);
+        barrier();
+        store_stage(0u, pre);
         // Orders the stage's writes before its reads.
-        if (STAGE_BARRIERS || k0 == 0u) barrier();
-        if (GLOBAL_LOADS && k0 + STAGE_BYTES < pc.row_bytes) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
+        barrier();
+        if (k0 + STAGE_BYTES < pc.row_bytes) load_stage(s0, c0, k0 + STAGE_BYTES, pre);  // in flight during the products
         PRODUCTS(0u)
     }
     // Orders the last stage's reads before the combine's writes (the loops
@@ -398,15 +356,6 @@ void main() {
     // Orders the constants' writes before the combine reads them.
     barrier();
     const uint scratch = g * SCRATCH;
-#if DIVGPU_COOPMAT_PRODUCTS_ONLY
-    // Every accumulator kept live through one stored sum; the partials are garbage.
-    ACC sum = ACC(0);
-    [[unroll]] for (uint i = 0u; i < CM_FR * CM_FC; ++i) sum = sum + a2[i] + a3[i];
-    coopMatStore(sum, stage, scratch, N / 4u, gl_CooperativeMatrixLayoutRowMajor);
-    barrier();
-    if (gl_LocalInvocationID.x < TILE_S && s0 + gl_LocalInvocationID.x < pc.sequences)
-        partial_j[(s0 + gl_LocalInvocationID.x) * pc.tiles + tile] = stage[gl_LocalInvocationID.x].x;
-#else
     const uint rr = lane / 2u, side = lane % 2u;
     double best1[CM_FR], best2[CM_FR], scale[CM_FR];
     uint best_j[CM_FR];
@@ -442,5 +391,4 @@ void main() {
         }
     }
     fold_minima(s0, tile, wr, wc, best1, best2, best_j);
-#endif
 }

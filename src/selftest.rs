@@ -89,9 +89,11 @@ pub struct SelfTest {
 pub fn run(device: &Arc<Device>) -> Result<SelfTest> {
     let (f, d) = cases();
     let n = f.len().min(d.len());
-    let variant = if device.info.denormals == Denormals::FlushEmulated { "selftest-flush" } else { "selftest" };
-    let shader = shaders::shipped(variant)?;
-    let pipeline = Pipeline::new(device, "selftest", shader.spirv, &[], None)?;
+    // FLUSH_DENORMALS (shaders/include/flush.glsl, specialization constant 102):
+    // a context imitating a flushing device tests the imitation.
+    let flush = u32::from(device.info.denormals == Denormals::FlushEmulated);
+    let shader = shaders::shipped("selftest")?;
+    let pipeline = Pipeline::new(device, "selftest", shader.spirv, &[(102, flush)], None)?;
     let f_bytes: Vec<u8> = f[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let d_bytes: Vec<u8> = d[..n].iter().flatten().flat_map(|x| x.to_le_bytes()).collect();
     let f_buf = Buffer::storage(device, f_bytes.len() as u64, "selftest f32 inputs")?;

@@ -1,8 +1,8 @@
 -- device: a context as the methods use it, on top of the native module. A
 -- context opened here has passed the arithmetic self-test (is its fma
 -- fused, or emulated exactly in the shaders?) and the loop probe (after how
--- many iterations does it stop a shader loop?); a shader is built for it
--- with the defines it needs; its waits may yield to a driver that feeds
+-- many iterations does it stop a shader loop?); a shader is the shipped
+-- module with the specialization constants the device needs; its waits may yield to a driver that feeds
 -- several devices at once.
 --
 --   local device = require "divgpu.device"
@@ -18,6 +18,7 @@ local need, catch = failure.need, failure.catch
 local min, pairs, ipairs, next, setmetatable, tostring, error, string_format =
     math.min, pairs, ipairs, next, setmetatable, tostring, error, string.format
 local coroutine_running, coroutine_yield = coroutine.running, coroutine.yield
+local tonumber, loadfile, getinfo, sort = tonumber, loadfile, debug.getinfo, table.sort
 
 local _M = {}
 
@@ -51,7 +52,8 @@ end
 --- (docs/contract.md#subnormals): none where the device preserves them
 --- (DenormPreserve is requested) or the table has the subnormal certificate
 --- (src/contract/subnormal.rs: no f32 value of the chain can be subnormal);
---- else DIVGPU_EXACT_UNDERFLOW, which redoes every operation near the
+--- else DIVGPU_EXACT_UNDERFLOW (read by device.shader as the specialization
+--- constant EXACT_UNDERFLOW), which redoes every operation near the
 --- underflow range exactly in code (shaders/include/underflow.glsl), so the
 --- contract's bytes come out on every device. `exact_underflow = false`
 --- turns that off (tests: the twin). Returns the defines (false for none)
@@ -180,16 +182,134 @@ function _M.open(opts)
     return catch(open, opts or {})
 end
 
+-- The specialization constants every kernel that includes the contract reads
+-- (shaders/include/fma.glsl, underflow.glsl, flush.glsl): what varies by
+-- device or table is set when the pipeline is made, so the module a device
+-- runs is the shipped one. The defines of the same names (device.underflow_defines,
+-- a caller's `defines`) are read as these constants, never compiled.
+local SWITCHES = { DIVGPU_FMA_EMULATED = 100, DIVGPU_EXACT_UNDERFLOW = 101, DIVGPU_FLUSH_DENORMALS = 102 }
+_M.SWITCHES = SWITCHES
+
+--- The specialization constants ctx's device needs in every kernel:
+--- { [id] = 0 | 1 } (fma emulated where the self-test found fma() unfused;
+--- flush imitated on a context opened with denormals = "flush" on a device
+--- without a flush mode; exact underflow off: a job turns it on).
+function _M.specialization(ctx)
+    return { [SWITCHES.DIVGPU_FMA_EMULATED] = self_test(ctx).fma == "emulated" and 1 or 0,
+             [SWITCHES.DIVGPU_EXACT_UNDERFLOW] = 0,
+             [SWITCHES.DIVGPU_FLUSH_DENORMALS] = ctx.info.denormals_mode == "flush_emulated" and 1 or 0 }
+end
+
+-- Per SPIR-V object device.shader returned: its specialization constants,
+-- and the shipped shader's name where it is the embedded module; weakly keyed.
+local specializations = setmetatable({}, { __mode = "k" })
+local embedded = setmetatable({}, { __mode = "k" })
+
+--- The specialization constants device.shader chose for `spirv` (nil for a
+--- module it did not return).
+function _M.specialization_of(spirv)
+    return specializations[spirv]
+end
+
+--- The shipped shader whose embedded SPIR-V `spirv` is, when device.shader
+--- returned it unchanged; nil for a module compiled at run time.
+function _M.embedded_name(spirv)
+    return embedded[spirv]
+end
+
+-- Where named source patches live (a checkout's tests/kernels and
+-- bench/kernels): the folder above lua/divgpu/.
+local function checkout_root()
+    local source = getinfo(1, "S").source
+    return source:sub(1, 1) == "@" and source:sub(2):match("^(.*)lua/divgpu/device%.lua$") or nil
+end
+local PATCH_FOLDERS = { "tests/kernels/", "bench/kernels/" }
+local patch_cache = {}
+
+--- The named source patch a define stands for (DIVGPU_GRAM_PERTURB ->
+--- tests/kernels/gram_perturb.lua, DIVGPU_GRAM_FLOOR -> bench/kernels/gram_floor.lua),
+--- or nil when there is none (the define is then compiled as a define).
+function _M.patch_for(define)
+    if patch_cache[define] == nil then
+        patch_cache[define] = false
+        local root, file = checkout_root(), define:gsub("^DIVGPU_", ""):lower() .. ".lua"
+        for _, folder in ipairs(root and PATCH_FOLDERS or {}) do
+            local chunk = loadfile(root .. folder .. file)
+            if chunk then
+                local patch = chunk()
+                patch.file = folder .. file
+                patch_cache[define] = patch
+                break
+            end
+        end
+    end
+    return patch_cache[define] or nil
+end
+
+-- The source with every `#include "X"` replaced by the shipped include X (recursively).
+local function expand(source)
+    return (source:gsub('#include%s+"([^"]+)"[^\n]*', function(file)
+        local text = divgpu.shaders.include(file)
+        if not text then error(string_format("no shipped include '%s'", file), 0) end
+        return expand(text)
+    end))
+end
+
+--- The shipped shader `name`'s source, its includes expanded, with the
+--- patches' hunks applied: { { define, value, patch }, ... }, each hunk
+--- { find = text, replace = text } whose `find` must occur exactly once
+--- (else the patch has drifted from the source: an error naming it).
+function _M.patched_source(name, patches)
+    local source = expand((divgpu.shaders.source(name)))
+    for _, p in ipairs(patches) do
+        local define, value, patch = p[1], p[2], p[3]
+        local hunks = patch[tonumber(value)] or patch[value]
+        if not hunks then
+            error(string_format("%s = %s: %s has no such variant", define, tostring(value), patch.file), 0)
+        end
+        for i, hunk in ipairs(hunks) do
+            local at = source:find(hunk.find, 1, true)
+            local again = at and source:find(hunk.find, at + 1, true)
+            if not at or again then
+                error(string_format("%s = %s (%s, hunk %d): its text is %s in shader '%s'", define, tostring(value),
+                    patch.file, i, at and "not unique" or "not found", name), 0)
+            end
+            source = source:sub(1, at - 1) .. hunk.replace .. source:sub(at + #hunk.find)
+        end
+    end
+    return source
+end
+
+local function is_on(v)
+    return v ~= nil and v ~= false and v ~= 0 and v ~= "0"
+end
+
 local function shader(ctx, name, defines)
-    local extra = {}
-    for k, v in pairs(defines or {}) do extra[k] = v end
-    if self_test(ctx).fma == "emulated" then extra.DIVGPU_FMA_EMULATED = 1 end
-    -- "flush" on a device without a flush mode: in code (shaders/include/flush.glsl).
-    if ctx.info.denormals_mode == "flush_emulated" then extra.DIVGPU_FLUSH_DENORMALS = 1 end
-    if next(extra) == nil then return divgpu.shaders.get(name) end
-    local source, all = divgpu.shaders.source(name)
-    for k, v in pairs(extra) do all[k] = v end
-    return need(divgpu.shaders.compile(source, { name = name, defines = all }))
+    local spec, plain, patches, compiled = _M.specialization(ctx), {}, {}, false
+    for k, v in pairs(defines or {}) do
+        if SWITCHES[k] then
+            spec[SWITCHES[k]] = is_on(v) and 1 or 0
+        elseif _M.patch_for(k) then
+            if is_on(v) then patches[#patches + 1] = { k, v, _M.patch_for(k) } end
+        else
+            plain[k], compiled = v, true
+        end
+    end
+    local spirv
+    if not compiled and #patches == 0 then
+        spirv = divgpu.shaders.get(name)
+        embedded[spirv] = name
+    else
+        -- An experiment (extra defines) or a test's twin, a bench's probe
+        -- (named patches): compiled now.
+        sort(patches, function(a, b) return a[1] < b[1] end)
+        local source, all = divgpu.shaders.source(name)
+        for k, v in pairs(plain) do all[k] = v end
+        if #patches > 0 then source = _M.patched_source(name, patches) end
+        spirv = need(divgpu.shaders.compile(source, { name = name, defines = all }))
+    end
+    specializations[spirv] = spec
+    return spirv
 end
 
 local shipped
@@ -201,10 +321,14 @@ local function is_shipped(name)
     return shipped[name] == true
 end
 
---- The shipped shader `name` built for ctx's device, with extra `defines`:
---- the embedded SPIR-V when nothing needs changing, else compiled now (with
---- DIVGPU_FMA_EMULATED on devices whose fma() is not fused). nil, err when
---- it does not compile.
+--- The shipped shader `name` for ctx's device, with extra `defines`: the
+--- embedded SPIR-V unless a define asks for something else. What varies by
+--- device or table (DIVGPU_FMA_EMULATED, DIVGPU_EXACT_UNDERFLOW,
+--- DIVGPU_FLUSH_DENORMALS) is a specialization constant, recorded for the
+--- module (device.specialization_of; kernel.new sets them); a define naming
+--- a patch (device.patch_for: the tests' twins, the bench's probes) applies
+--- it to the source; any other define is compiled (experiments). nil, err
+--- when it does not compile.
 function _M.shader(ctx, name, defines)
     if not is_shipped(name) then error(string_format("device.shader: no shipped shader '%s'", tostring(name)), 2) end
     return catch(shader, ctx, name, defines)

@@ -136,6 +136,12 @@ end
 local function make(ctx, d, opts, spec, used, background)
     local variant = opts.variant or d.shader
     local spirv = opts.spirv or need(device.shader(ctx, variant, opts.defines))
+    -- The device's and the job's switches (device.specialization): those
+    -- device.shader chose for this module, else the device's own.
+    for id, value in pairs(device.specialization_of(spirv) or device.specialization(ctx)) do
+        if spec[id] == nil then spec[id] = value end
+    end
+    if _M.trace then _M.trace(spirv, opts.name or variant) end
     -- The descriptor's bindings and push fields, by name and in order, and
     -- the constants set, are checked against the SPIR-V when the pipeline is
     -- made: a shader and its descriptor cannot drift apart.
@@ -163,9 +169,14 @@ local function constants_of(d, opts, level)
     return spec, used
 end
 
+--- kernel.trace: nil, or a function(spirv, name) called with every module a
+--- kernel's pipeline is made from (tests/shipped_spirv_spec.lua).
+_M.trace = nil
+
 --- kernel.new(ctx, descriptor, opts) -> kernel, or nil, err. opts:
 ---   variant    shipped variant name (default descriptor.shader)
----   defines    extra defines: the variant is then compiled at run time
+---   defines    extra defines (device.shader: switches become specialization
+---              constants, named patches and other defines a run-time compile)
 ---   spirv      a compiled shader to use instead (experiments, twins)
 ---   constants  { name = u32 } for the descriptor's specialization constants
 ---   name       the pipeline's name in messages (default: the variant's)

@@ -4,12 +4,10 @@
 // a kernel with a chain of its own (gemm.comp) defines CONTRACT_NO_TABLE_SCORE
 // and needs only `inv_norm[]`.
 //
-// DIVGPU_PERTURB (0 = off) exists only for the tests' non-vacuity twins: each
-// value changes one operation of the chain, and the parity tests must see the
-// output change.
-#ifndef DIVGPU_PERTURB
-#define DIVGPU_PERTURB 0
-#endif
+// What varies by device or table is a specialization constant, so one module
+// serves every device: FMA_EMULATED (fma.glsl), EXACT_UNDERFLOW
+// (underflow.glsl), FLUSH_DENORMALS (flush.glsl). The tests' non-vacuity
+// twins are source patches kept outside shaders/ (tests/kernels/).
 
 #define SCORE_NONE uintBitsToFloat(0x7f800000u)  // +inf: loses to every real score
 const uint INDEX_NONE = 0xffffffffu;
@@ -19,50 +17,38 @@ const uint INDEX_NONE = 0xffffffffu;
 #extension GL_EXT_control_flow_attributes : enable
 #include "underflow.glsl"
 
-// DIVGPU_FMA_EMULATED is defined by the driver when the device's self-test
-// found fma() unfused: the chain then uses the exact emulation instead.
-#ifdef DIVGPU_FMA_EMULATED
-#define contract_fma_op fma_emulated
-#else
-#define contract_fma_op fma
-#endif
-
-// The chain's fma and multiply. With DIVGPU_EXACT_UNDERFLOW (underflow.glsl)
-// an operation whose operand or result is below 2^-126 is redone exactly;
-// DIVGPU_FLUSH_DENORMALS (flush.glsl) imitates a flushing device in tests.
-#if defined(DIVGPU_FLUSH_DENORMALS) || defined(DIVGPU_EXACT_UNDERFLOW)
+// The chain's fma and multiply: fma() or, where the device's fma() is not
+// fused (FMA_EMULATED), its exact emulation; with EXACT_UNDERFLOW
+// (underflow.glsl) an operation whose operand or result is below 2^-126 is
+// redone exactly; FLUSH_DENORMALS (flush.glsl) imitates a flushing device in
+// tests. Off, each switch is a branch the driver folds away.
 float contract_fma(float a, float b, float c) {
-    precise float r = contract_fma_op(FTZ(a), FTZ(b), FTZ(c));
+    precise float r;
+    if (FMA_EMULATED) {
+        r = fma_emulated(FTZ(a), FTZ(b), FTZ(c));
+    } else {
+        r = fma(FTZ(a), FTZ(b), FTZ(c));
+    }
     r = FTZ(r);
-#ifdef DIVGPU_EXACT_UNDERFLOW
-    if (abs(r) < MIN_NORMAL || is_subnormal(a) || is_subnormal(b) || is_subnormal(c)) r = fma_gradual(a, b, c);
-#endif
+    if (EXACT_UNDERFLOW) {
+        if (abs(r) < MIN_NORMAL || is_subnormal(a) || is_subnormal(b) || is_subnormal(c)) r = fma_gradual(a, b, c);
+    }
     return r;
 }
-#else
-#define contract_fma contract_fma_op
-#endif
 
 float contract_mul(float a, float b) {
     precise float r = FTZ(a) * FTZ(b);
     r = FTZ(r);
-#ifdef DIVGPU_EXACT_UNDERFLOW
-    if (abs(r) < MIN_NORMAL || is_subnormal(a) || is_subnormal(b)) r = mul_gradual(a, b);
-#endif
+    if (EXACT_UNDERFLOW) {
+        if (abs(r) < MIN_NORMAL || is_subnormal(a) || is_subnormal(b)) r = mul_gradual(a, b);
+    }
     return r;
 }
 
 // One step of the chain: acc + c * e with one rounding (fused).
-#if DIVGPU_PERTURB == 1
-// Twin: multiply and add rounded separately (unfused).
 float chain_step(float c, float e, float acc) {
-    precise float product = c * e;
-    precise float sum = acc + product;
-    return sum;
+    return contract_fma(c, e, acc);
 }
-#else
-#define chain_step(c, e, acc) contract_fma(c, e, acc)
-#endif
 
 // Loads of the chain issued this many at a time, ahead of their fmas: the
 // fmas stay one chain, d ascending (the contract's order); only the loads
@@ -101,14 +87,7 @@ float contract_score(uint j, uint dim) {
 
 // c[d] = (f32) csum[d], round to nearest even.
 float contract_centroid(double sum) {
-#if DIVGPU_PERTURB == 2
-    // Twin: the centroid cut to half precision's 11 significant bits. (A
-    // packHalf2x16/unpackHalf2x16 round trip changed nothing on the H200's
-    // driver: it caught no difference where lavapipe's did.)
-    return uintBitsToFloat(floatBitsToUint(float(sum)) & 0xffffe000u);
-#else
-    return NARROW_F32(sum);  // with DIVGPU_EXACT_UNDERFLOW, exact where a flushing conversion gives 0
-#endif
+    return NARROW_F32(sum);  // with EXACT_UNDERFLOW, exact where a flushing conversion gives 0
 }
 
 // An order-preserving map of f32 scores to u32 (-0 counts as +0; no NaN
@@ -125,32 +104,21 @@ uint score_key(float x) {
 // lexicographically as u32 is exactly contract_better below. contract_tie_key
 // is its own inverse.
 uint contract_key(float s) {
-#ifdef DIVGPU_EXACT_UNDERFLOW
-    return score_key(s);       // by bits: subnormal scores keep their order
-#else
+    if (EXACT_UNDERFLOW) return score_key(s);  // by bits: subnormal scores keep their order
     return score_key(FTZ(s));  // as the device (or flush.glsl's imitation) compares
-#endif
 }
 
 uint contract_tie_key(uint j) {
-#if DIVGPU_PERTURB == 3
-    return ~j;  // Twin: ties go to the larger index.
-#else
     return j;
-#endif
 }
 
 // The contract's order: smaller score first; equal scores (IEEE ==) -> smaller index.
 bool contract_better(float s, uint j, float best, uint best_j) {
-#if DIVGPU_PERTURB == 3
-    // Twin: ties go to the larger index.
-    return best_j == INDEX_NONE || s < best || (s == best && j > best_j);
-#elif defined(DIVGPU_EXACT_UNDERFLOW)
-    // Scores may be subnormal: compare their bits, which no flush mode
-    // touches (an order-preserving map of f32 to u32; -0 counts as +0).
-    const uint ks = score_key(s), kb = score_key(best);
-    return ks < kb || (ks == kb && j < best_j);
-#else
+    if (EXACT_UNDERFLOW) {
+        // Scores may be subnormal: compare their bits, which no flush mode
+        // touches (an order-preserving map of f32 to u32; -0 counts as +0).
+        const uint ks = score_key(s), kb = score_key(best);
+        return ks < kb || (ks == kb && j < best_j);
+    }
     return FTZ(s) < FTZ(best) || (FTZ(s) == FTZ(best) && j < best_j);
-#endif
 }

@@ -10,6 +10,11 @@
 // sums: proved algorithms using rounding to odd", IEEE TC 2008). Plain
 // double rounding without the odd step is wrong near f32 midpoints; the
 // self-test has such a case.
+//
+// FMA_EMULATED (specialization constant 100) is set by the driver when the
+// device's self-test found fma() unfused: contract.glsl's chain then uses
+// this emulation instead of fma().
+layout(constant_id = 100) const bool FMA_EMULATED = false;
 float fma_emulated(float a, float b, float c) {
     precise double p = double(a) * double(b);
     precise double s = p + double(c);

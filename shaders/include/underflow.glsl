@@ -1,4 +1,4 @@
-// Gradual underflow in code (DIVGPU_EXACT_UNDERFLOW), for devices that do not
+// Gradual underflow in code (specialization constant EXACT_UNDERFLOW, id 101), for devices that do not
 // promise to keep f32 denormals (the H200 flushes them) running a table
 // without the subnormal certificate (src/contract/subnormal.rs): the f32
 // operations of the contract run in hardware, and whenever an operand or the
@@ -6,8 +6,9 @@
 // is redone exactly here, from the operands' bits, in f64 arithmetic and
 // integer operations that no f32 flush mode touches. f64 values here are
 // multiples of 2^-298 or zero, far above f64's subnormal range.
-// Without the define, TO_F64 and NARROW_F32 are plain conversions. Needs flush.glsl first.
-#ifdef DIVGPU_EXACT_UNDERFLOW
+// Off (the default), TO_F64 and NARROW_F32 are plain conversions (the driver
+// folds the branch away). Needs flush.glsl first.
+layout(constant_id = 101) const bool EXACT_UNDERFLOW = false;
 #define MIN_NORMAL uintBitsToFloat(0x00800000u)  // 2^-126
 const double P32 = 1.0lf / 4294967296.0lf;               // 2^-32, exact
 const double TWO_M149 = P32 * P32 * P32 * P32 / 2097152.0lf;  // 2^-149, the f32 subnormal spacing
@@ -24,8 +25,6 @@ double exact_f64(float x) {
     const double m = double(b & 0x007fffffu) * TWO_M149;
     return (b & 0x80000000u) != 0u ? -m : m;
 }
-#define TO_F64(x) exact_f64(x)
-#define NARROW_F32(x) (abs(x) < double(MIN_NORMAL) ? narrow_gradual(x) : float(x))
 
 // The f32 nearest (ties to even) to s + e, with gradual underflow, built from
 // bits. Needs |e| <= ulp64(s) / 2 (TwoSum's error term, or 0).
@@ -65,8 +64,17 @@ float mul_gradual(float a, float b) {
 float narrow_gradual(double s) {
     return round_f32_gradual(s, 0.0lf);
 }
-#else
-// f32 <-> f64 as the device does it (flushing too, in flush.glsl's imitation).
-#define TO_F64(x) double(FTZ(x))
-#define NARROW_F32(x) FTZ(float(x))
-#endif
+// f32 -> f64: exactly with EXACT_UNDERFLOW, else as the device does it
+// (flushing too, in flush.glsl's imitation).
+double to_f64(float x) {
+    if (EXACT_UNDERFLOW) return exact_f64(x);
+    return double(FTZ(x));
+}
+
+// (f32) x: with gradual underflow under EXACT_UNDERFLOW, else as the device does it.
+float narrow_f32(double x) {
+    if (EXACT_UNDERFLOW) return abs(x) < double(MIN_NORMAL) ? narrow_gradual(x) : float(x);
+    return FTZ(float(x));
+}
+#define TO_F64(x) to_f64(x)
+#define NARROW_F32(x) narrow_f32(x)
