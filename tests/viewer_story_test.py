@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The viewer tells the story (issue 31, item 3; issue 29, item 23), in
+"""The viewer tells the story of a .npy table, and keeps URLs' passwords, in
 headless Chromium: run by tests/viewer_test.sh after tests/viewer_test.py.
 
 A 40 x 8 table made by `bin/divgpu synth --out t.npy`, titles of several

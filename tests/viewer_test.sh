@@ -16,6 +16,6 @@ fi
 # Both run, whatever the first gives; either failing fails the test.
 rc=0
 /usr/bin/python3 tests/viewer_test.py "$@" || rc=1
-# The story: a .npy table's titles and distances, the starts, credentials (issues 31 and 29).
+# The story: a .npy table's titles and distances, the starts, URLs' credentials never shown.
 /usr/bin/python3 tests/viewer_story_test.py || rc=1
 exit $rc

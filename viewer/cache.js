@@ -504,7 +504,7 @@
   }
 
   // Any URL's user name and password (scheme://user:password@host) removed
-  // from a text the page shows or logs (issue 29, item 23).
+  // from a text the page shows or logs.
   const redact = (text) => String(text).replace(/([a-z][a-z0-9+.-]*:\/\/)[^\/?#\s]*@/gi, "$1");
 
   window.divgpuCache = {

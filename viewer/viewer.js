@@ -66,7 +66,7 @@
     }
     const web = url.protocol === "http:" || url.protocol === "https:";
     if (web && (url.username || url.password)) {
-      // Never sent, never shown (issue 29, item 23).
+      // Never sent, never shown.
       url.username = "";
       url.password = "";
       throw new InputError(`?${param}= names ${url.href.slice(0, 200)} with a user name or password: refused (the viewer neither sends nor shows them)`);
