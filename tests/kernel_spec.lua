@@ -41,15 +41,35 @@ describe("a kernel descriptor is checked against its SPIR-V when the pipeline is
                                                                        acc_slots = 4, stage = 2 } })).pipeline)
     end)
 
-    it("every descriptor fits its default shipped SPIR-V without a device (tensor_coopmat included, which lavapipe cannot run)", function()
+    it("every descriptor fits its default shipped SPIR-V without a device", function()
         local divgpu = require "divgpu"
         local names = kernel.names()
-        assert.truthy(#names >= 8, "only " .. #names .. " descriptors")
+        assert.truthy(#names >= 7, "only " .. #names .. " descriptors")
         for _, name in ipairs(names) do
             local d = kernel.descriptor(name)
             local ok, why = divgpu.shaders.get(d.shader):check(d)
             assert(ok, name .. ": " .. tostring(why))
         end
+    end)
+
+    -- tensor_coopmat (which lavapipe cannot run) is built where shaderc has
+    -- GL_KHR_cooperative_matrix (make build SHADERC=source); Debian 12's
+    -- shaderc does not have it, and the build says so (no silent skip).
+    it("tensor_coopmat is shipped and fits its descriptor, or not_built names it with the missing extension", function()
+        local divgpu = require "divgpu"
+        local why = divgpu.shaders.not_built().tensor_coopmat
+        local listed = false
+        for _, name in ipairs(kernel.names()) do listed = listed or name == "tensor_coopmat" end
+        if why then
+            assert.matches("GL_KHR_cooperative_matrix", why, 1, true)
+            assert.is_false(listed)
+            assert.is_false((pcall(divgpu.shaders.get, "tensor_coopmat")))
+            return
+        end
+        assert.is_true(listed)
+        -- Built: its descriptor fits its SPIR-V, its export variant the export's bindings.
+        local ok0, why0 = divgpu.shaders.get("tensor_coopmat"):check(kernel.descriptor("tensor_coopmat"))
+        assert(ok0, "tensor_coopmat: " .. tostring(why0))
         -- tensor_coopmat's export variant (every pair's â stored) fits the export's bindings.
         local coopmat = kernel.descriptor("tensor_coopmat")
         local source, defines = divgpu.shaders.source("tensor_coopmat")

@@ -25,7 +25,7 @@ return {
 ]] } },
     [3] = {
         { find = [[
-        b ^= 1u;  // Twin 3: the stages never swap (every slice computed from the first stage).
+        b ^= 1u;
 ]],
           replace = [[
 ]] } },
