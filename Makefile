@@ -95,6 +95,13 @@ test: deps build build/fault/divgpu.so
 	tests/links_test.sh
 	tests/function_length_test.sh
 	DIVGPU_VALIDATION=1 tests/toy_kernel_test.sh
+	python3 bench/render_tables.py --check
+
+# The peers' byte tests on the CPU, the campaign protocol's smoke call on
+# lavapipe and the rendered tables' check (tests/peers_test.sh: it makes its
+# own virtual environment with numpy and PyTorch).
+test-peers: deps build
+	tests/peers_test.sh
 
 # A single-node Slurm on localhost runs a sharded job (a four-task array, then
 # the merge) through deploy/slurm/ and checks the merged cache against a single

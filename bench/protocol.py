@@ -1,4 +1,4 @@
-"""The campaign protocol in code (docs/contract.md#measuring; issue 32): one call, one results file.
+"""The campaign protocol in code (docs/contract.md#measuring): one call, one results file.
 
   python3 bench/protocol.py job --out DIR --name NAME --embeddings E.json --starts A:B --length L
         [--method auto] [--shape S] [--peers torch_direct,torch_gram,torch_tensor,torch_gram64]

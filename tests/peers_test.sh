@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The peers' byte tests on the CPU (make test-peers; issue 32): every peer that
+# The peers' byte tests on the CPU (make test-peers): every peer that
 # claims the contract's bytes gives the CPU mirror's bytes on small tables
 # (bin/divgpu verify), every twin fails, every bound's instrumented ratio is
 # at most 1 and its shrunken twin's is not; then the campaign protocol and the
