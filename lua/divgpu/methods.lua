@@ -20,7 +20,8 @@
 --   options             { run option = job option }: what the driver hands its job
 --   tuning              { tuning key = job option }: bench-only switches, given
 --                       in driver.run's opts.tuning (never among the options)
---   default_layout      the layout its job takes when the run names none (or nil)
+--   default_layout      the layout its job takes when the run names none (or nil);
+--                       layout_for(shape): the same where it depends on the shape
 --   job(ctx, e, opts)   a job, or nil, err: job:max_batch(ring [, cap]),
 --                       job:batch(starts, ring, in_flight) -> batch; job.method,
 --                       job.workgroup_size, job.underflow_note, job.products_note,

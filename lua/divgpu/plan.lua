@@ -219,8 +219,9 @@ local function make(contexts, e, asked)
     local m = methods.get(p.method)
     p.layout, p.why.layout = asked.layout, "given"
     -- A compiled shader has its layout: the job's default, as it was built.
-    if not p.layout and m.default_layout and not (asked.spirv or asked.shader_name) then
-        p.layout, p.why.layout = m.default_layout, "the " .. m.name .. " method's default"
+    local default = m.layout_for and m.layout_for(p.shape) or m.default_layout
+    if not p.layout and default and not (asked.spirv or asked.shader_name) then
+        p.layout, p.why.layout = default, "the " .. m.name .. " method's default"
     end
     if p.method == "direct" then p.tile, p.why.tile = choose_tile(ctx, e, p, asked) end
     if p.method ~= "direct" then p.precision, p.shape = nil, nil end

@@ -92,6 +92,16 @@ function _M.axis_values(shape, axis)
     return d and kernel.axis_values(d, axis) or { _M.DEFAULTS[axis] }
 end
 
+--- The layout a run of `shape` takes by default: the method's, where the
+--- shape's kernel has it, else the shape's first.
+function _M.layout_for(shape)
+    local values = _M.axis_values(shape or _M.default_shape(), "layout")
+    for _, v in ipairs(values) do
+        if v == _M.default_layout then return v end
+    end
+    return values[1]
+end
+
 --- Whether the direct method runs `request` ({shape, precision}): every
 --- shape it has, in each of its precisions.
 function _M.serves(request)
