@@ -24,6 +24,8 @@ import traceback
 
 import numpy as np
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
 from viewer_lib import (Server, RangeHandler, body, browser, check, console_problem, counts, error_text, not_ok,
                         one_line_error, open_page, state_is, twin)
@@ -77,6 +79,10 @@ def make_story(site):
     np.save(at("f64.npy"), table.astype("<f8"))
     np.save(at("big_endian.npy"), table.astype(">f4"))
     np.save(at("fortran.npy"), np.asfortranarray(table))
+    with open(at("t.npy"), "rb") as f, open(at("other_side.npy"), "wb") as g:
+        g.write(f.read())
+    with open(at("other_side.titles.json"), "w", encoding="utf-8") as f:
+        json.dump({"titles": titles, "embeddings_sha256": "ab" * 32}, f)
     for name in ("f64", "big_endian", "fortran"):
         with open(at(f"{name}.titles.json"), "w", encoding="utf-8") as f:
             json.dump({"titles": titles}, f)
@@ -202,6 +208,10 @@ def check_npy_page(driver, base, table, titles, cache, cache2):
     twin("a row's title links exactly when a sequence starts there (every item taken as a start)",
          links_problem(driver, set(range(N))))
     check("a .npy page: no console error", console_problem(driver.get_log("browser")))
+    absent = next(i for i in range(N) if i not in starts and title_of(i).startswith("plain"))
+    check(f"the search marks item {absent}, which starts no sequence", match_mark_problem(driver, absent, True))
+    twin(f"the search marks the items that start no sequence (item {starts[0]}, a start)",
+         match_mark_problem(driver, starts[0], True))
 
     # A start picked from the list: its sequence, titles and distances.
     driver.find_element(By.CSS_SELECTOR, f'#starts-list li[data-item="{starts[3]}"] a').click()
@@ -223,6 +233,19 @@ def check_npy_page(driver, base, table, titles, cache, cache2):
     check("the binary form lists the starts", listed_problem(driver, starts))
     check("the binary form links only the starts", links_problem(driver, set(starts)))
     check("the binary form: NumPy's distances", distances_problem(driver, expected_distances(table, first)))
+
+
+def match_mark_problem(driver, item, marked):
+    """Typing the item's title lists it, marked or not as starting no sequence."""
+    box = driver.find_element(By.ID, "search")
+    box.clear()
+    box.send_keys(title_of(item))
+    WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, f'#matches li[data-item="{item}"]'))
+    li = driver.find_element(By.CSS_SELECTOR, f'#matches li[data-item="{item}"]')
+    text = li.text
+    has = bool(li.find_elements(By.CSS_SELECTOR, ".no-start")) and "no sequence starts here" in text
+    box.send_keys(Keys.ESCAPE)
+    return None if has == marked else f"item {item}: {text!r}"
 
 
 def check_json_twin(driver, base, table, titles, cache):
@@ -251,7 +274,10 @@ def check_npy_refusals(driver, base):
                         ("fortran.npy", ["fortran_order is True", "C order"])]:
         state = open_page(driver, f"{base}/viewer/?cache=../story/c.json&embeddings=../story/{name}")
         check(f"{name}: refused in one line naming it", one_line_error(driver, state, [f"../story/{name}"] + words))
-    # Their twin: the '<f4' C-order table loads.
+    state = open_page(driver, f"{base}/viewer/?cache=../story/c.json&embeddings=../story/other_side.npy")
+    check("a sidecar whose embeddings_sha256 is another table's: refused in one line naming it",
+          one_line_error(driver, state, ["../story/other_side.titles.json", "the sidecar of another table"]))
+    # Their twin: the '<f4' C-order table with its own sidecar loads.
     state = open_page(driver, f"{base}/viewer/?cache=../story/c.json&embeddings=../story/t.npy")
     twin(".npy refusals (the float32 C-order table)", one_line_error(driver, state, ["../story/t.npy"]))
 
