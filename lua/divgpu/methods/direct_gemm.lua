@@ -51,7 +51,7 @@ end
 local function tiling_defines(t)
     if not (MICROTILE[t.rows] and MICROTILE[t.columns]) then
         error(string_format("gemm: a thread's pairs must be 1, 2, 4 or 8 a side, not %s x %s",
-            tostring(t.rows), tostring(t.columns)), 5)  -- at direct.job's caller
+            tostring(t.rows), tostring(t.columns)), 4)  -- at direct.job's caller
     end
     if same_tiling(t, SHIPPED) then return {} end
     return { GEMM_WX = t.wx, GEMM_WY = t.wy, TILE_ROWS = t.rows, TILE_COLUMNS = t.columns, GEMM_SLICE = t.slice }
@@ -155,16 +155,16 @@ end
 ---                    address (default: one buffer where the table fits one, else
 ---                    blocks as large as an allocation allows)
 function _M.job(ctx, e, opts)
-    -- Called by direct.job through the descriptor: misuse is raised at
-    -- direct.job's caller (level 4 here, 5 in tiling_defines). Its tiling sets its threads: a
+    -- Called by direct.job (its OWN_JOBS): misuse is raised at
+    -- direct.job's caller (level 3 here, 4 in tiling_defines). Its tiling sets its threads: a
     -- workgroup size is not taken silently (a tile size, as for every shape
     -- that does not tile, has nothing to set).
     if opts.workgroup_size ~= nil then
-        error("direct.job: shape gemm takes no workgroup_size (its tiling sets its threads: opts.tiling)", 4)
+        error("direct.job: shape gemm takes no workgroup_size (its tiling sets its threads: opts.tiling)", 3)
     end
     local b = opts.table_block_items
     if b ~= nil and (type(b) ~= "number" or b < 1 or b % 1 ~= 0 or b >= 2 ^ 32) then
-        error("direct.job: table_block_items must be a positive integer, not " .. tostring(b), 4)
+        error("direct.job: table_block_items must be a positive integer, not " .. tostring(b), 3)
     end
     local defines = tiling_defines(opts.tiling or _M.TILINGS[ctx.info.type == "cpu" and "cpu" or "gpu"])
     return catch(make_job, ctx, e, opts, defines)

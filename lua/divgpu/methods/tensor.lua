@@ -27,7 +27,7 @@ local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
 local error, pairs, ipairs, setmetatable, string_format, type =
     error, pairs, ipairs, setmetatable, string.format, type
 
--- Below direct in preference: auto weighs it by cost (methods.choose) where
+-- Below direct in preference: auto weighs it by cost (divgpu.plan) where
 -- the device has tensor cores; --method tensor asks for it anywhere.
 local _M = { name = "tensor", preference = -1, default_layout = "rows",
              doc = "the certified tensor filter: int8 slice products bound each step's window "
