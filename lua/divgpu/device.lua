@@ -284,6 +284,20 @@ local function is_on(v)
     return v ~= nil and v ~= false and v ~= 0 and v ~= "0"
 end
 
+-- The shipped shader of the same source as `name` built with exactly
+-- name's defines plus `plain` (values compared as text), or nil.
+local function shipped_with(name, plain)
+    local source, wanted = divgpu.shaders.source(name)
+    for k, v in pairs(plain) do wanted[k] = tostring(v) end
+    for _, other in ipairs(divgpu.shaders.names()) do
+        local other_source, defines = divgpu.shaders.source(other)
+        local same = other_source == source
+        for k, v in pairs(defines) do same = same and wanted[k] == tostring(v) end
+        for k in pairs(wanted) do same = same and defines[k] ~= nil end
+        if same then return other end
+    end
+end
+
 local function shader(ctx, name, defines)
     local spec, plain, patches, compiled = _M.specialization(ctx), {}, {}, false
     for k, v in pairs(defines or {}) do
@@ -294,6 +308,12 @@ local function shader(ctx, name, defines)
         else
             plain[k], compiled = v, true
         end
+    end
+    -- Defines that a shipped variant of the same kernel was built with (a
+    -- tiling of an axes file) select that variant's embedded module.
+    if compiled and #patches == 0 then
+        local match = shipped_with(name, plain)
+        if match then name, compiled = match, false end
     end
     local spirv
     if not compiled and #patches == 0 then
