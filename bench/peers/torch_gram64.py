@@ -52,32 +52,44 @@ def main():
         if need > 0.9 * free:
             sys.exit(f"error: G ({n} x {n} f64) and the f64 table need {need / 2**30:.1f} GiB, more than "
                      f"90% of the {free / 2**30:.1f} GiB free on {label} (the batch state needs the rest)")
-    progress = common.Progress(len(starts) * (length - 1))
-    sequences = []
-    common.sync(torch, device)
-    t0 = time.perf_counter()
-    E64 = torch.from_numpy(e).to(device).double()
-    inv64 = torch.from_numpy(inv).to(device).double()
-    starts_t = torch.tensor(starts, dtype=torch.int64, device=device)
-    common.sync(torch, device)
-    tb = time.perf_counter()
-    G = E64 @ E64.T
-    common.sync(torch, device)
-    build = time.perf_counter() - tb
-    del E64
     per_seq = n * 25 + length * 8 + 64                         # approx, score, G-row gather, mask, out
-    batch = args.batch or common.auto_batch(torch, device, len(starts), per_seq)
-    for b in range(0, len(starts), batch):
-        part = starts_t[b:b + batch]
-        sequences.append(run_batch(torch, G, inv64, part, length).cpu())
-        progress.add(part.numel() * (length - 1), f"({b + part.numel()}/{len(starts)} sequences)")
-    common.sync(torch, device)
-    seconds = time.perf_counter() - t0
+    batch = args.batch or common.auto_batch(torch, device, len(starts), per_seq, 8 * n * n + 16 * n * dim)
+    build = [0.0]
+
+    def timed_job(progress):
+        sequences = []
+        common.sync(torch, device)
+        t0 = time.perf_counter()
+        E64 = torch.from_numpy(e).to(device).double()
+        inv64 = torch.from_numpy(inv).to(device).double()
+        starts_t = torch.tensor(starts, dtype=torch.int64, device=device)
+        common.sync(torch, device)
+        tb = time.perf_counter()
+        G = E64 @ E64.T
+        common.sync(torch, device)
+        build[0] = time.perf_counter() - tb
+        del E64
+        for b in range(0, len(starts), batch):
+            part = starts_t[b:b + batch]
+            sequences.append(run_batch(torch, G, inv64, part, length).cpu())
+            progress.add(part.numel() * (length - 1), f"({b + part.numel()}/{len(starts)} sequences)")
+        common.sync(torch, device)
+        return time.perf_counter() - t0, torch.cat(sequences).numpy()
+
+    def result(seconds):
+        return {"peer": "torch_gram64", "seconds": seconds, "build_seconds": build[0],
+                "num_items": n, "dim": dim, "sequences": len(starts), "length": length,
+                "batch": batch, "torch": torch.__version__, "device": label,
+                "contract_bytes": False, "timing_only": False}
+
+    if args.serve:
+        common.serve(lambda: timed_job(common.Progress(0)),
+                     lambda seconds, seqs: common.finish(args, result(seconds), seqs, e, sha, length))
+        return
+    progress = common.Progress(len(starts) * (length - 1))
+    seconds, sequences = timed_job(progress)
     progress.close()
-    result = {"peer": "torch_gram64", "seconds": seconds, "build_seconds": build,
-              "num_items": n, "dim": dim, "sequences": len(starts), "length": length,
-              "batch": batch, "torch": torch.__version__, "device": label}
-    common.finish(args, result, torch.cat(sequences).numpy(), e, sha, length)
+    common.finish(args, result(seconds), sequences, e, sha, length)
 
 
 if __name__ == "__main__":
