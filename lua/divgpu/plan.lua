@@ -143,6 +143,10 @@ local function asked_method(ctx, e, asked, request)
     local m = methods.get(asked.method, 3)
     local ok, why = m.serves(request)
     if not ok then error(string_format("method %s: %s", m.name, why), 0) end
+    if not methods.runs_on(m, ctx) then
+        fail(string_format("method %s runs on a context of kind '%s', not '%s'", m.name, m.device_kind or "vulkan",
+            methods.device_kind(ctx)))
+    end
     ok, why = m.fits(ctx, e, { sequences = asked.sequences, memory_budget = math.huge, precision = asked.precision })
     if not ok then fail(string_format("method %s: %s", m.name, why)) end
     if m.name == "direct" and request.shape_open then

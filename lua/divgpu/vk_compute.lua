@@ -1,8 +1,9 @@
--- vk_compute: the driver module, as the seed's scripts require it. It
--- opens a device with its self-tests and makes the direct method's jobs;
--- the work itself is in divgpu.device (a context as the methods use it) and
--- divgpu.methods.direct (the direct method), and whole runs are
--- divgpu.driver's.
+-- vk_compute: the seed scripts' small facade, a public module
+-- (lua/divgpu/public.lua; docs/api.md#divgpuvk_compute-the-seed-scripts-facade).
+-- It opens a device with its self-tests and makes the direct method's
+-- jobs; the work itself is in divgpu.device (a context as the methods use
+-- it) and divgpu.methods.direct (the direct method), both internal, and
+-- whole runs are divgpu.driver's (divgpu.plan decides them).
 --
 --   local vk = require "divgpu.vk_compute"
 --   local ctx = assert(vk.open{ device = 0 })          -- runs the arithmetic self-test once
