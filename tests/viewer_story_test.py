@@ -310,6 +310,39 @@ def check_picked(driver, site, table, titles, cache):
     twin("picked .npy and sidecar (t.npy alone: no titles)", picked(["t.npy"]))
 
 
+def check_many_starts(driver, base, site):
+    """A binary cache of 1,500 starts: listed 100 at a time, read 1,024 at a time."""
+    import make_binary_cache as mbc
+    starts = list(range(0, 3000, 2))
+    paths = mbc.make(os.path.join(site, "many"), 4000, 3, starts, 6)
+    table = np.load(paths["table.npy"])
+    cache = mbc.read_binary(paths["cache.bin"])
+    first = cache[3][0].tolist()
+
+    def listed_after(clicks):
+        for _ in range(clicks):
+            before = len(driver.find_elements(By.CSS_SELECTOR, "#starts-list li"))
+            driver.find_element(By.ID, "starts-more").click()
+            WebDriverWait(driver, 10).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#starts-list li")) > before)
+        return driver.execute_script(
+            "return [...document.querySelectorAll('#starts-list li')].map((li) => Number(li.dataset.item))")
+
+    def all_listed(got):
+        more = driver.find_element(By.ID, "starts-more")
+        return None if got == starts and not more.is_displayed() else \
+            f"listed {len(got)}, last {got[-3:]}, 'more' shown {more.is_displayed()}"
+    open_page(driver, f"{base}/viewer/?cache=../many/cache.bin&embeddings=../many/table.npy")
+    got = listed_after(0)
+    check("1,500 starts: the first 100 listed, the first start shown with NumPy's distances",
+          (None if got == starts[:100] else f"listed {got[:5]}… ({len(got)})")
+          or shown_start_problem(driver, first) or distances_problem(driver, expected_distances(table, first)))
+    check("1,500 starts: every row a link (the starts past 1,024 not read yet)",
+          links_problem(driver, set(range(4000))))
+    twin("1,500 starts all listed (after 'more' 9 times: 1,000)", all_listed(listed_after(9)))
+    check("1,500 starts: 'more' 14 times lists them all, past the first 1,024 read, and hides itself",
+          all_listed(listed_after(5)))
+
+
 def check_credentials(driver, base):
     host = base.split("//", 1)[1]
     urls = [
@@ -360,6 +393,7 @@ def run(tmp):
         check_npy_refusals(driver, server.base)
         check_no_sidecar(driver, server.base, table, cache)
         check_picked(driver, site, table, titles, cache)
+        check_many_starts(driver, server.base, site)
         check_credentials(driver, server.base)
     except Exception:  # a timeout or a missing element: a failure, reported as one
         page = body(driver)

@@ -284,7 +284,9 @@
     box.hidden = false;
     $("starts-info").textContent = cache.startSet
       ? "Only these items start a sequence; in a sequence, the items that start one are links."
-      : `The first ${plural(cache.listed.length, "start")} ${cache.listed.length === 1 ? "is" : "are"} listed (read by start, the others are not read until asked for); every item in a sequence is a link.`;
+      : cache.moreStarts ? `The starts are read ${cache.listed.length} at a time, as they are listed; every item in a sequence is a link.`
+        : `Read by start, only the first ${plural(cache.listed.length, "start")} read ${cache.listed.length === 1 ? "is" : "are"} listed ` +
+          "(type an item number to open another); every item in a sequence is a link.";
     moreStarts();
   }
 
