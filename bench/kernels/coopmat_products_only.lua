@@ -12,11 +12,9 @@
 return {
     [1] = {
         { find = [[
-// kept); 4 = as 2 without the barriers.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
-// kept); 4 = as 2 without the barriers.
 const bool GLOBAL_LOADS = true;
 const bool STAGE_BARRIERS = true;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -99,11 +97,9 @@ const bool STAGE_BARRIERS = true;
 ]=] } },
     [2] = {
         { find = [[
-// kept); 4 = as 2 without the barriers.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
-// kept); 4 = as 2 without the barriers.
 const bool GLOBAL_LOADS = false;
 const bool STAGE_BARRIERS = true;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -186,11 +182,9 @@ const bool STAGE_BARRIERS = true;
 ]=] } },
     [3] = {
         { find = [[
-// kept); 4 = as 2 without the barriers.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
-// kept); 4 = as 2 without the barriers.
 const bool GLOBAL_LOADS = false;
 const bool STAGE_BARRIERS = true;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -322,11 +316,9 @@ const bool STAGE_BARRIERS = true;
 ]=] } },
     [4] = {
         { find = [[
-// kept); 4 = as 2 without the barriers.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
-// kept); 4 = as 2 without the barriers.
 const bool GLOBAL_LOADS = false;
 const bool STAGE_BARRIERS = false;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
