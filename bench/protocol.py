@@ -30,8 +30,9 @@ What it enforces, so no campaign script can forget it:
   call stops. Each peer's warm-up cache is compared with divgpu's
   (compare.py): the count of identical sequences is recorded; a peer labelled
   timing-only is never counted as the same bytes.
-- **Ceilings in the same call** (bench/peers/ceilings.py on the peers'
-  device: copy, SGEMM, DGEMM, int8 products) unless --no-ceilings.
+- **Ceilings in the same call** unless --no-ceilings: bench/peers/ceilings.py
+  on the peers' device (copy, SGEMM, DGEMM, int8 products) and bench/peaks.lua
+  on divgpu's (f32 and f64 fma, copy, int8 cooperative matrices).
 - **One machine-readable file per call**: DIR/results.json, rewritten after
   every job (format "divgpu-campaign", version 1), with the call's commit,
   date, host, the ceilings and every job's runs.
@@ -249,6 +250,16 @@ def ceilings(device, workdir):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def peaks(quick):
+    """divgpu's side of the ceilings through Vulkan (bench/peaks.lua: f32 and f64 fma,
+    copy, int8 cooperative matrices where the device has them), one dict a line."""
+    p = subprocess.run(["luajit", os.path.join(HERE, "peaks.lua"), *(["--quick"] if quick else [])],
+                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, **LUA_ENV))
+    if p.returncode != 0:
+        sys.exit(f"error: peaks.lua failed: {p.stderr.strip()[-400:]}")
+    return [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+
+
 def write(path, doc):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -274,6 +285,7 @@ def call(a, jobs_args):
            "divgpu_info": device_line(None), "ceilings": None, "jobs": []}
     if not a.no_ceilings:
         doc["ceilings"] = ceilings(a.peer_device, a.out)
+        doc["peaks"] = peaks(quick=a.peer_device == "cpu")
     write(path, doc)
     for ja in jobs_args:
         work = os.path.join(a.out, ja.name)
@@ -308,7 +320,8 @@ def job_parser(p):
     p.add_argument("--method", default="auto", help="divgpu's --method (auto is the shipped default)")
     p.add_argument("--shape", help="the direct method's shape (a variant)")
     p.add_argument("--peers", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
-                   default=["torch_direct", "torch_gram", "torch_tensor", "torch_gram --no-certificate"])
+                   default=["torch_direct", "torch_gram64", "torch_gram", "torch_tensor", "triton_gram",
+                            "torch_gram --no-certificate"])
     p.add_argument("--peer-device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--state", default="warm", choices=["warm", "cold"])
     p.add_argument("--pairs", type=int, help="rounds (default: the rule's 24, or 6 for jobs over 30 s)")
@@ -335,13 +348,14 @@ def main():
     subprocess.run([os.path.join(ROOT, "bin", "divgpu"), "synth", "--n", "200", "--dim", "32", "--clusters", "8",
                     "--seed", "3", "--out", table], check=True, capture_output=True, cwd=ROOT)
     a.peer_device, a.no_ceilings = "cpu", False
-    base = ["job", "--embeddings", table, "--starts", "0:4", "--length", "12", "--peer-device", "cpu",
-            "--peers", "numpy_direct,numpy_filtered,torch_direct,torch_gram,torch_tensor,torch_gram --no-certificate"]
+    base = ["job", "--embeddings", table, "--starts", "0:4", "--length", "12", "--peer-device", "cpu"]
+    warm_peers = "numpy_direct,numpy_filtered,torch_direct,torch_gram64,torch_gram,torch_tensor,torch_gram --no-certificate"
     jp = argparse.ArgumentParser()
     jp.add_argument("cmd")
     job_parser(jp)
-    jobs = [jp.parse_args(base + ["--name", "tiny_warm", "--pairs", "2"]),
-            jp.parse_args(base + ["--name", "tiny_cold", "--pairs", "1", "--state", "cold", "--variant", "smoke"])]
+    jobs = [jp.parse_args(base + ["--name", "tiny_warm", "--pairs", "2", "--peers", warm_peers]),
+            jp.parse_args(base + ["--name", "tiny_cold", "--pairs", "1", "--state", "cold", "--variant", "smoke",
+                                  "--peers", "numpy_filtered,torch_direct,torch_gram64"])]
     doc = call(a, jobs)
     for job in doc["jobs"]:
         assert not job["headline"], "a smoke job with fewer pairs than the rule must be a variant"

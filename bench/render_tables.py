@@ -210,7 +210,7 @@ def protocol_row(job, folder, doc):
     peers = list(job["peers"])
     row = {"job": f"{job['name']}: {t['num_items']:,} × {t['dim']}, starts {job['starts']}, `--length {job['length']}`",
            "folder": folder, "method": job.get("divgpu_method") or job["method"], "peers": peers,
-           "ceilings": doc.get("ceilings"), "state": job["state"], "config": list(job.get("variant") or []),
+           "ceilings": doc.get("ceilings") and doc.get("peaks"), "state": job["state"], "config": list(job.get("variant") or []),
            "rounds_all": job["rounds"], "peer_info": job["peers"]}
     direct = "torch_direct" if "torch_direct" in peers else None
     row["rounds"] = [(r["seconds"]["divgpu"], r["seconds"][direct]) for r in job["rounds"]] if direct else \

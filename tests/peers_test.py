@@ -84,15 +84,15 @@ class Run:
             self.failed += 1
             print(f"FAILED {name}{': ' + detail if detail else ''}", flush=True)
 
-    def peer(self, peer, args, table, extra=()):
+    def peer(self, peer, args, table, extra=(), job=None, env=None):
         """Runs a peer; returns (rc, result dict or None, cache path, stderr tail)."""
         self.n += 1
-        starts, length = TABLES[table]
+        starts, length = job or TABLES[table]
         cache = os.path.join(self.work, f"{peer}_{self.n}.json")
         rj = os.path.join(self.work, f"{peer}_{self.n}_result.json")
         cmd = [PY, os.path.join(PEERS, peer + ".py"), "--embeddings", self.table(table), "--starts", starts,
                "--length", str(length), "--out", cache, "--json", rj, *args, *extra]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
         res = json.load(open(rj)) if p.returncode == 0 and os.path.exists(rj) else None
         return p.returncode, res, cache, (p.stderr or p.stdout).strip()[-300:]
 
@@ -176,6 +176,23 @@ def main():
                                                                and res.get("contract_bytes") is False)
         ok, line = r.verify("near-tie", cache)
         r.check(name, labelled, f"{'matches' if ok else 'differs from'} the mirror on near-tie; not claimed")
+
+    # triton_gram under Triton's interpreter (TRITON_INTERPRET=1, a true fma): the kernel's
+    # logic on the CPU, not its compiled code; it claims no bytes until the H200 call.
+    interp = {"TRITON_INTERPRET": "1"}
+    for table, args, job, must in (("duplicates", [], ("0:4", 12), True), ("near-tie", [], ("0:2", 8), True),
+                                   ("duplicates", ["--tie", "last"], ("0:4", 12), False),
+                                   ("near-tie", ["--bound-scale", "0"], ("0:4", 12), False)):
+        name = (f"triton_gram (interpreter) {' '.join(args)} on {table}: "
+                f"{'the mirror' + chr(39) + 's bytes' if must else 'twin, must differ'}")
+        if not r.wanted(name):
+            continue
+        rc, res, cache, err = r.peer("triton_gram", ["--device", "cpu", *args], table, job=job, env=interp)
+        if rc != 0:
+            r.check(name, False, f"exit {rc}: {err}")
+            continue
+        ok, line = r.verify(table, cache)
+        r.check(name, ok == must and res.get("verified_on_cuda") is False, line[0] if must else "")
 
     name = "triton_gram imports without a GPU and says it is unverified"
     if r.wanted(name):
