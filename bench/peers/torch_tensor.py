@@ -121,15 +121,11 @@ class Tensor:
         self.w = (dim - torch.arange(dim, device=dev)).double()
 
     def products(self, pa, pb):
-        """A_2, A_3 as int64 [S, npad]: int8 products, int32 sums."""
+        """A_2, A_3 [rows, npad]: int8 products, int32 sums (or their exact f64 values)."""
         torch = self.torch
         if self.mode == "int8":
-            a2 = torch._int_mm(pa, self.qa_t)
-            a3 = torch._int_mm(pb, self.qb_t)
-            return a2.long(), a3.long()
-        a2 = pa.double() @ self.qa_t.double()            # exact: integers below 2^53
-        a3 = pb.double() @ self.qb_t.double()
-        return a2.long(), a3.long()
+            return torch._int_mm(pa, self.qa_t), torch._int_mm(pb, self.qb_t)   # int32 [rows, npad]
+        return pa.double() @ self.qa_t.double(), pb.double() @ self.qb_t.double()  # exact: integers < 2^53
 
     def approx(self, c):
         """a [S, npad] f64 and the step's bound terms, from c = (f32)csum [S, D]."""
@@ -188,7 +184,7 @@ class Tensor:
                 count = win.sum(1)
                 many = count > 1
                 stats["steps"] += S
-                stats["members"] += int(count.sum())
+                stats["members"] = stats["members"] + count.sum()  # on the device until the end
                 if bool(many.any()):
                     sidx, cidx = torch.nonzero(win & many[:, None], as_tuple=True)
                     sc = exact.scores(self.ops, c.index_select(0, sidx), self.E[cidx], self.inv[cidx])
@@ -243,7 +239,7 @@ def main():
              "num_items": n, "dim": dim, "sequences": len(starts), "length": length, "batch": batch,
              "torch": torch.__version__, "device": label, "verified_on_cuda": False}
         if cert and stats["steps"]:
-            r["window_mean"] = stats["members"] / stats["steps"]
+            r["window_mean"] = float(stats["members"]) / stats["steps"]
         if args.check_bound:
             r["bound_ratio_max"] = stats.get("ratio_max", 0.0)
         return r

@@ -20,9 +20,10 @@ Per sequence and step, one program (one CTA) of `step_kernel`:
    an error naming the capacity (never a wrong winner).
 
 The csum update, the bound's terms and G' come from torch_gram.Gram (the same
-code the CPU tests check). On CUDA the steps run as CUDA graphs of
---graph-steps steps (the bound's PyTorch operations and the kernel captured
-together); the flags are read after each graph.
+code the CPU tests check). The flags are read after each step (one host
+synchronisation a step); capturing a chunk of steps (the bound's PyTorch
+operations and the kernel) in a CUDA graph, with the flags read after each
+chunk, is the next lever, not yet written.
 
 To check on the H200, before timing: the bytes against the mirror on
 tests/peers_tables.py's near-tie and duplicate tables and on the seed batch;
