@@ -24,9 +24,18 @@ local function range(a, b)
     return divgpu.array("u32", t)
 end
 
+local tuning_keys = require("divgpu.methods").tuning_keys()  -- bench-only switches go in opts.tuning
+
 local function run(e, starts, L, opts)
     local o = { ctx = ctx, embeddings = e, starts = starts, length = L }
-    for k, v in pairs(opts) do o[k] = v end
+    for k, v in pairs(opts) do
+        if tuning_keys[k] then
+            o.tuning = o.tuning or {}
+            o.tuning[k] = v
+        else
+            o[k] = v
+        end
+    end
     local t0 = divgpu.clock.now()
     local out, stats = driver.run(o)
     collectgarbage()
