@@ -59,6 +59,17 @@ wait_for() {
 
 # temp_of FOLDER: the name of divgpu's temporary in FOLDER (empty if none).
 temp_of() { ls -A "$1" 2>/dev/null | grep '^\.divgpu-tmp\.' | head -n 1; }
+# lasting_temp FOLDER: waits (30 s at most) for a temporary in FOLDER that is
+# still there 0.2 s later (not a lock's, which lives a moment), and names it.
+lasting_temp() {
+    local polls=0 t
+    while [ $polls -lt 150 ]; do
+        t=$(temp_of "$1")
+        if [ -n "$t" ]; then sleep 0.2; [ -e "$1/$t" ] && { echo "$t"; return 0; }; else sleep 0.05; fi
+        polls=$((polls + 1))
+    done
+    return 1
+}
 
 # refused NAME WANTS CMD...: CMD fails with one stderr line "divgpu: ..."
 # holding every part of WANTS (separated by '|'), no Lua file:line, no Rust

@@ -139,7 +139,7 @@ check "5: no cache written" test ! -e "$k"
 six=$tmp/six.json
 mkdir "$tmp/x"
 mv "$tmp/six.checkpoint.keep" "$six.checkpoint"
-rm "$six.checkpoint/state.json" && ln -s "$tmp/x/new" "$six.checkpoint/state.json"
+rm -f "$six.checkpoint/state.json" && ln -s "$tmp/x/new" "$six.checkpoint/state.json"
 $divgpu run "${job[@]}" --out "$six" 2>"$tmp/6.err"; rc=$?
 check "6: state.json linked to a missing file: nothing made through it" test ! -e "$tmp/x/new"
 check "6: exit 0 with the uninterrupted cache, or refused in one line (exit $rc)" \
@@ -148,7 +148,7 @@ echo precious >"$tmp/x/victim"
 for name in state.json batches.jsonl; do
     c=$tmp/six-$name.json
     [ $name = state.json ] && mv "$tmp/six-victim.checkpoint.keep" "$c.checkpoint" || mv "$tmp/six-batches.checkpoint.keep" "$c.checkpoint"
-    rm "$c.checkpoint/$name" && ln -s "$tmp/x/victim" "$c.checkpoint/$name"
+    rm -f "$c.checkpoint/$name" && ln -s "$tmp/x/victim" "$c.checkpoint/$name"
     $divgpu run "${job[@]}" --out "$c" 2>"$tmp/6.err"; rc=$?
     check "6: $name linked to a file: the file untouched (exit $rc)" test "$(cat "$tmp/x/victim")" = precious
     check "6: $name: exit 0 with the uninterrupted cache, or refused in one line" \
@@ -208,9 +208,7 @@ N=$tmp/ns
 mkdir "$N"
 $divgpu run "${job[@]}" --out "$N/c.json" --stats "$N/s.jsonl" 2>"$tmp/ns.err" &
 npid=$!
-polls=0
-until [ -n "$(temp_of "$N")" ] || [ $polls -ge 600 ]; do sleep 0.05; polls=$((polls + 1)); done
-temp=$(temp_of "$N")
+temp=$(lasting_temp "$N")
 check "12: the run streams its stats to a temporary" test -n "$temp"
 expect_ok "12: synth in a second pid namespace, in the same folder" unshare --pid --fork --mount-proc $divgpu synth --n 10 --dim 2 --out "$N/x.json"
 check "12: the live run's temporary is kept ($temp)" test -n "$temp" -a -e "$N/$temp"
