@@ -11,15 +11,17 @@ use super::checkpoint::CheckpointHandle;
 use super::embeddings::Embeddings;
 use super::files::LockHandle;
 use super::verify;
-use crate::contract::cache_io::{self, Form};
-use crate::contract::checkpoint::{BatchSink, Checkpoint, StdoutCache};
-use crate::contract::{cache, safe_write, shard, table::Table};
+use crate::cache::cache_io::{self, Form};
+use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
+use crate::cache::{json, shard};
+use crate::contract::table::Table;
+use crate::durable::safe_write;
 use crate::error::Error;
 
 /// The cache header of a job of `starts` given as { contract, length } on `table`.
-fn cache_header(o: &LuaTable, table: &Table, starts: &[u32]) -> mlua::Result<cache::CacheHeader> {
+fn cache_header(o: &LuaTable, table: &Table, starts: &[u32]) -> mlua::Result<json::CacheHeader> {
     let contract = o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into());
-    Ok(cache::CacheHeader::new(&contract, table.n, table.dim, o.get("length")?, &table.sha256, starts))
+    Ok(json::CacheHeader::new(&contract, table.n, table.dim, o.get("length")?, &table.sha256, starts))
 }
 
 /// `files.write_cache(path, { contract, table, length, sequences })`: the
@@ -29,10 +31,10 @@ fn write_cache(path: &str, o: &LuaTable) -> mlua::Result<()> {
     let sequences: U32s = o.get("sequences")?;
     let flat = sequences.as_slice("sequences")?;
     let length: usize = o.get("length")?;
-    cache::check_whole(flat.len(), length)?;
+    json::check_whole(flat.len(), length)?;
     let starts: Vec<u32> = flat.iter().step_by(length).copied().collect();
     let header = cache_header(o, &table.0, &starts)?;
-    Ok(cache::write(path, &header, flat)?)
+    Ok(json::write(path, &header, flat)?)
 }
 
 /// `shard = { index, count, starts = the whole run's starts }` of a

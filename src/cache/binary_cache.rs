@@ -27,9 +27,9 @@ use std::os::unix::fs::FileExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cache::{self, starts_sha256, CacheHeader};
-use super::shard::PartHeader;
-use super::table::hex;
+use crate::cache::json::{self, starts_sha256, CacheHeader};
+use crate::cache::shard::PartHeader;
+use crate::util::hex;
 use crate::error::{Error, Result};
 
 /// The first 8 bytes of every binary cache.
@@ -299,7 +299,7 @@ fn read_preamble(path: &str, src: &impl ReadAt) -> Result<(PartHeader, Layout)> 
     let parsed: HeaderText<PartHeader> =
         serde_json::from_slice(&text[..end]).map_err(|e| bad(format!("its header cannot be read ({e})")))?;
     let h = &parsed.part.header;
-    cache::check_header(path, h)?;
+    json::check_header(path, h)?;
     if h.version != 2 || parsed.form != FORM {
         return Err(bad(format!("its header says version {} and form {:?}: a binary cache is version 2, form \"binary\"", h.version, parsed.form)));
     }

@@ -3,4 +3,4 @@
 //! resolved target, synced, renamed; links written through; non-regular
 //! targets refused).
 
-pub use super::safe_write::write_atomically;
+pub use crate::durable::safe_write::write_atomically;

@@ -1,6 +1,6 @@
 use super::*;
 
-use crate::contract::fuzz::check_error;
+use crate::fuzz::check_error;
 
 const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
 const PATH: &str = "c.bin";
@@ -77,7 +77,7 @@ fn the_bytes_are_the_documented_layout() {
     let row4: Vec<u32> = (0..3).map(|i| u32_at(&bytes, ro + 4 * (4 * LENGTH + i))).collect();
     assert_eq!(row4, [5, 4, 3], "the row at rows_offset + 4·L·k");
     // Twin: the header's JSON is the JSON cache's header line plus the form and offsets.
-    let json_head = String::from_utf8(cache::head(&part(&STARTS)).unwrap()).unwrap();
+    let json_head = String::from_utf8(json::head(&part(&STARTS)).unwrap()).unwrap();
     let line = json_head.lines().next().unwrap().trim_end_matches(',');
     assert!(json.starts_with(line) && json[line.len()..].starts_with(",\"form\":\"binary\""), "{line} / {json}");
 }
@@ -109,7 +109,7 @@ fn what_was_written_reads_back_in_order_and_at_random() {
 
 #[test]
 fn a_file_on_disk_reads_like_its_bytes() {
-    let d = crate::contract::test_support::tmp("binary", "disk");
+    let d = crate::test_support::tmp("binary", "disk");
     let path = d.join("c.bin").display().to_string();
     std::fs::write(&path, file()).unwrap();
     let mut c = BinaryCache::open(&path).unwrap();

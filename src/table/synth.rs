@@ -2,7 +2,7 @@
 //! item a centre plus Gaussian noise, normalised. Never zeros or uniform
 //! noise, which hide indexing bugs and near-ties.
 
-use super::table::Table;
+use crate::contract::table::Table;
 use crate::error::Result;
 
 /// SplitMix64: tiny, fast and fully determined by its seed on every platform.

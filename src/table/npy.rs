@@ -14,11 +14,14 @@
 
 use std::io::{self, Read, Write};
 
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
-use super::atomic::write_atomically;
-use super::npy_header;
-use super::table::{check_labels, hex, Id, RowCheck, Table};
+use crate::durable::atomic::write_atomically;
+use crate::durable::hashing::{Hashing, HashingWriter};
+use crate::table::npy_header;
+use crate::contract::table::{check_labels, RowCheck, Table};
+use crate::table::json::Id;
+use crate::util::hex;
 use crate::error::{Error, Result};
 
 /// The values are read and checked in pieces of about this many bytes.
@@ -76,7 +79,7 @@ fn read_table<R: Read + Send>(path: &str, reader: R, size: u64, sidecar: Option<
     if size == 0 {
         return Err(Error::input(path, "the file is empty"));
     }
-    let mut src = Hashing { inner: reader, hasher: Sha256::new(), count: 0 };
+    let mut src = Hashing::new(reader);
     let (n, dim) = read_header(path, &mut src, size)?;
     // The size first: RowCheck allocates for N rows.
     check_data_size(path, n, dim, size - src.count)?;
@@ -261,7 +264,7 @@ fn read_sidecar(side_path: &str, bytes: &[u8], npy_path: &str, n: usize) -> Resu
 pub fn write(table: &Table, path: &str) -> Result<()> {
     let mut sha256 = String::new();
     write_atomically(path, |w| {
-        let mut out = HashingWriter { inner: w, hasher: Sha256::new() };
+        let mut out = HashingWriter::new(w);
         out.write_all(&npy_header::format(&[table.n as u64, table.dim as u64]))?;
         if cfg!(target_endian = "little") {
             out.write_all(bytemuck::cast_slice(&table.data))?;
@@ -281,38 +284,6 @@ pub fn write(table: &Table, path: &str) -> Result<()> {
     })
 }
 
-/// A reader that hashes and counts what passes through it.
-struct Hashing<R> {
-    inner: R,
-    hasher: Sha256,
-    count: u64,
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let got = self.inner.read(buf)?;
-        self.hasher.update(&buf[..got]);
-        self.count += got as u64;
-        Ok(got)
-    }
-}
-
-struct HashingWriter<W> {
-    inner: W,
-    hasher: Sha256,
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let put = self.inner.write(buf)?;
-        self.hasher.update(&buf[..put]);
-        Ok(put)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// Fills `buf` as far as the reader goes (a short file is not an error here).
 fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
@@ -330,7 +301,8 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::test_support::tmp;
+    use sha2::Sha256;
+    use crate::test_support::tmp;
 
     /// A `.npy` file made by hand (so versions 2 and 3 and every refusal can
     /// be written): the header dict padded to 64 bytes, then `values`.

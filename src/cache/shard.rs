@@ -35,11 +35,11 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use super::cache::starts_sha256;
-use super::cache::{self, CacheHeader};
-use super::cache_io::{batch_sequences, Batch, CacheReader, CacheWriter, Form};
-use super::safe_write::{check_files, Named};
-use super::table::hex;
+pub use crate::cache::json::starts_sha256;
+use crate::cache::json::{self, CacheHeader};
+use crate::cache::cache_io::{batch_sequences, Batch, CacheReader, CacheWriter, Form};
+use crate::durable::safe_write::{check_files, Named};
+use crate::util::hex;
 use crate::error::{Error, Result};
 
 /// What a part is: its place among the parts, and the whole run's starts.
@@ -94,8 +94,8 @@ impl Shard {
 /// The bytes before the first sequence: a plain cache's head, or a part's.
 pub fn head(header: &CacheHeader, shard: Option<&Shard>) -> Result<Vec<u8>> {
     match shard {
-        None => cache::head(header),
-        Some(s) => cache::head(&PartHeader { header: header.clone(), shard: Some(s.clone()) }),
+        None => json::head(header),
+        Some(s) => json::head(&PartHeader { header: header.clone(), shard: Some(s.clone()) }),
     }
 }
 
@@ -122,7 +122,7 @@ pub(crate) fn read_head<R: Read>(path: &str, r: &mut R) -> Result<(PartHeader, V
     text.push(b'}');
     let part: PartHeader = serde_json::from_slice(&text)
         .map_err(|e| Error::input(path, format!("its header cannot be read ({e}): not a cache written by divgpu run")))?;
-    cache::check_header(path, &part.header)?;
+    json::check_header(path, &part.header)?;
     let mut i = pos + KEY.len();
     for want in [b':', b'['] {
         while buf.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
@@ -511,15 +511,15 @@ mod tests {
     use std::fs;
     use std::path::{Path, PathBuf};
 
-    use crate::contract::checkpoint::Checkpoint;
+    use crate::durable::checkpoint::Checkpoint;
 
     const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
     const OTHER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-    use crate::contract::test_support::header;
+    use crate::test_support::header;
 
     fn tmp(name: &str) -> PathBuf {
-        crate::contract::test_support::tmp("shard", name)
+        crate::test_support::tmp("shard", name)
     }
 
     fn s(p: &Path) -> String {
@@ -588,10 +588,10 @@ mod tests {
     #[test]
     fn a_part_is_a_cache_and_an_unsharded_head_has_no_shard() {
         let h = header(3, SHA);
-        assert_eq!(head(&h, None).unwrap(), cache::head(&h).unwrap());
+        assert_eq!(head(&h, None).unwrap(), json::head(&h).unwrap());
         let d = tmp("part");
         let p = parts(&d, &h, &STARTS, 3, "p");
-        let (read, flat) = cache::read(&p[1]).unwrap();
+        let (read, flat) = json::read(&p[1]).unwrap();
         assert_eq!((read.length, flat.len()), (3, 6), "the cache reader reads a part");
         let text = fs::read_to_string(&p[1]).unwrap();
         assert!(text.contains(&format!(

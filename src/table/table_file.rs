@@ -2,8 +2,8 @@
 //! sidecar, `npy.rs`) or an `embeddings.json` (`table.rs`). Above both
 //! readers, so neither needs the other.
 
-use super::npy;
-use super::table::Table;
+use crate::table::npy;
+use crate::contract::table::Table;
 use crate::error::{Error, Result};
 
 /// The two file formats of a table, told apart by the file name.
@@ -50,7 +50,7 @@ pub fn write(table: &Table, path: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::test_support::tmp;
+    use crate::test_support::tmp;
 
     #[test]
     fn the_name_chooses_the_format_both_ways() -> Result<()> {

@@ -473,7 +473,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn tmp(name: &str) -> PathBuf {
-        crate::contract::test_support::tmp("safe", name)
+        crate::test_support::tmp("safe", name)
     }
 
     fn s(p: &Path) -> String {

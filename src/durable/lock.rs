@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::safe_write::{host_name, process_alive, sync_folder, TEMP_PREFIX};
+use crate::durable::safe_write::{host_name, process_alive, sync_folder, TEMP_PREFIX};
 use crate::error::{Error, Result};
 
 /// Who holds a lock.
@@ -221,7 +221,7 @@ mod tests {
     use super::*;
 
     fn tmp(name: &str) -> PathBuf {
-        crate::contract::test_support::tmp("lock", name)
+        crate::test_support::tmp("lock", name)
     }
 
     fn dead_pid() -> u32 {

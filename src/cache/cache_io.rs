@@ -17,12 +17,12 @@ use std::io::{BufWriter, Chain, Cursor, Read, Write};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::binary_cache::{self, BinaryCache, ReadAt, MAGIC};
-use super::cache::{self, CacheHeader};
-use super::safe_write::{check_files, stdout_file, Named, Output, STDOUT};
-use super::sample::sample_positions;
-use super::shard::{read_head, PartHeader, Sequences, Shard};
-use super::table::hex;
+use crate::cache::binary_cache::{self, BinaryCache, ReadAt, MAGIC};
+use crate::cache::json::{self, CacheHeader};
+use crate::durable::safe_write::{check_files, stdout_file, Named, Output, STDOUT};
+use crate::cache::sample::sample_positions;
+use crate::cache::shard::{read_head, PartHeader, Sequences, Shard};
+use crate::util::hex;
 use crate::error::{Error, Result};
 
 /// The two forms of a cache.
@@ -88,7 +88,7 @@ fn form_of(path: &str, src: &impl ReadAt) -> Result<Form> {
 /// run's, its checkpoint's): the JSON header line, or the binary head.
 pub fn head(form: Form, part: &PartHeader, starts: &[u32]) -> Result<Vec<u8>> {
     match form {
-        Form::Json => cache::head(part),
+        Form::Json => json::head(part),
         Form::Binary => {
             let mut bytes = Vec::new();
             binary_cache::write_head(&mut bytes, "the binary cache", part, starts)?;
@@ -101,7 +101,7 @@ pub fn head(form: Form, part: &PartHeader, starts: &[u32]) -> Result<Vec<u8>> {
 /// (the JSON form puts a comma before all but the first).
 pub fn write_sequences(form: Form, w: &mut impl Write, sequences: &[u32], length: usize, index: usize) -> std::io::Result<()> {
     match form {
-        Form::Json => cache::write_sequences(w, sequences, length, index),
+        Form::Json => json::write_sequences(w, sequences, length, index),
         Form::Binary => binary_cache::write_u32s(w, sequences),
     }
 }
@@ -109,7 +109,7 @@ pub fn write_sequences(form: Form, w: &mut impl Write, sequences: &[u32], length
 /// The bytes after the last sequence.
 pub fn tail(form: Form) -> &'static [u8] {
     match form {
-        Form::Json => cache::TAIL,
+        Form::Json => json::TAIL,
         Form::Binary => b"",
     }
 }
@@ -203,7 +203,7 @@ impl CacheWriter {
     }
 
     fn write_json_head(&mut self, part: &PartHeader) -> Result<()> {
-        let head = cache::head(part)?;
+        let head = json::head(part)?;
         self.w.write_all(&head).map_err(|e| Error::io(&self.name, e))
     }
 
@@ -237,7 +237,7 @@ impl CacheWriter {
 
     /// Appends whole sequences (`[count × length]`), the next in order.
     pub fn append(&mut self, sequences: &[u32]) -> Result<()> {
-        cache::check_whole(sequences.len(), self.length)?;
+        json::check_whole(sequences.len(), self.length)?;
         let count = sequences.len() / self.length;
         if self.done + count > self.total {
             return Err(Error::Usage(format!(
@@ -524,7 +524,7 @@ impl<R: Source> CacheReader<R> {
                 }
                 j.ended = true;
                 let firsts = hex(&j.firsts.clone().finalize());
-                cache::check_contents(&self.path, &self.part.header, j.position, &firsts)?;
+                json::check_contents(&self.path, &self.part.header, j.position, &firsts)?;
                 Ok(None)
             }
         }

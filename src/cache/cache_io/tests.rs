@@ -2,16 +2,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::contract::checkpoint::Checkpoint;
-use crate::contract::fuzz::check_error;
-use crate::contract::shard::{self, merge_as};
+use crate::durable::checkpoint::Checkpoint;
+use crate::fuzz::check_error;
+use crate::cache::shard::{self, merge_as};
 
 const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
 const STARTS: [u32; 7] = [5, 0, 7, 2, 8, 5, 4];
 const LENGTH: usize = 3;
 
 fn tmp(name: &str) -> PathBuf {
-    crate::contract::test_support::tmp("cache-io", name)
+    crate::test_support::tmp("cache-io", name)
 }
 
 fn s(p: &Path) -> String {
@@ -97,9 +97,9 @@ fn a_truncated_cache_does_not_convert_and_leaves_no_output() {
 fn version_1(path: &Path) {
     let mut h = header(&STARTS);
     (h.version, h.starts_count, h.starts_sha256, h.divgpu_version) = (1, None, None, None);
-    let mut bytes = cache::head(&h).unwrap();
-    cache::write_sequences(&mut bytes, &sequences(&STARTS), LENGTH, 0).unwrap();
-    bytes.extend_from_slice(cache::TAIL);
+    let mut bytes = json::head(&h).unwrap();
+    json::write_sequences(&mut bytes, &sequences(&STARTS), LENGTH, 0).unwrap();
+    bytes.extend_from_slice(json::TAIL);
     fs::write(path, bytes).unwrap();
 }
 
@@ -420,7 +420,7 @@ fn memory_child() {
 fn child_peak(job: &str, path: &str, out: &str) -> u64 {
     let exe = std::env::current_exe().unwrap();
     let output = std::process::Command::new(exe)
-        .args(["--exact", "contract::cache_io::tests::memory_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "cache::cache_io::tests::memory_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env("DIVGPU_MEMORY_JOB", format!("{job} {path} {out}"))
         .output()
         .unwrap();

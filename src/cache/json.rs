@@ -13,8 +13,8 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::atomic::write_atomically;
-use super::table::hex;
+use crate::durable::atomic::write_atomically;
+use crate::util::hex;
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "divgpu-diversity-cache";
@@ -94,7 +94,7 @@ struct CacheFile {
 
 /// The cache's bytes before its first sequence: the header fields, then the
 /// opening of the `sequences` array. Generic so that a shard's part (a header
-/// with one more field, `contract::shard`) is written by the same code.
+/// with one more field, `cache::shard`) is written by the same code.
 pub fn head(header: &impl Serialize) -> Result<Vec<u8>> {
     let head = serde_json::to_string(header).map_err(|e| Error::Usage(format!("cache header: {e}")))?;
     // `head` is `{...}`: reopen it to append the sequences.

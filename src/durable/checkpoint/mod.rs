@@ -2,7 +2,7 @@
 //! batches in progress (and those the Lua handle's writer thread has not yet
 //! committed, `lua_api/checkpoint.rs`). It is the folder `OUT.checkpoint/`
 //! beside the output `OUT` (beside a link's target when OUT is a link), and
-//! `OUT.lock` beside it keeps it to one writer (`contract::lock`):
+//! `OUT.lock` beside it keeps it to one writer (`durable::lock`):
 //!
 //! - `sequences.part`: exactly the bytes the cache will have, up to the last
 //!   committed batch, in the run's form (`cache_io::Form`): the JSON header
@@ -30,7 +30,7 @@
 //! copied. The sequences are stored in the order of the starts, so a resume
 //! may use another batch size, method or layout. A run of one shard (`run
 //! --shard`) has its part's starts here, and its place in the whole run
-//! (`shard`, in `state.json` and in the cache header: `contract::shard`).
+//! (`shard`, in `state.json` and in the cache header: `cache::shard`).
 //!
 //! `StdoutCache` is the same interface for `run --out -`: the cache streamed
 //! to standard output batch by batch (`cache_io::CacheWriter`), in either
@@ -44,14 +44,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::atomic::write_atomically;
-use super::binary_cache;
-use super::cache::{self, CacheHeader};
-use super::cache_io::{self, CacheWriter, Form};
-use super::lock::{Lock, Taken};
-use super::safe_write::{install, remove_stale_temporaries, resolve, Target};
-use super::shard::{starts_sha256, PartHeader, Sequences, Shard};
-use super::table::hex;
+use crate::durable::atomic::write_atomically;
+use crate::durable::hashing::{Hashing, HashingWriter};
+use crate::cache::binary_cache;
+use crate::cache::json::{self, CacheHeader};
+use crate::cache::cache_io::{self, CacheWriter, Form};
+use crate::durable::lock::{Lock, Taken};
+use crate::durable::safe_write::{install, remove_stale_temporaries, resolve, Target};
+use crate::cache::shard::{starts_sha256, PartHeader, Sequences, Shard};
+use crate::util::hex;
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "divgpu-checkpoint";
@@ -162,37 +163,6 @@ fn create_own(path: &Path) -> Result<File> {
         .create_new(true)
         .open(path)
         .map_err(|e| Error::io(display(path), e))
-}
-
-/// A `Read` that hashes what passes through it.
-struct Hashing<R> {
-    r: R,
-    hash: Sha256,
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.r.read(buf)?;
-        self.hash.update(&buf[..n]);
-        Ok(n)
-    }
-}
-
-/// A `Write` that hashes what passes through it.
-struct HashingWriter<W> {
-    w: W,
-    hash: Sha256,
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.w.write(buf)?;
-        self.hash.update(&buf[..n]);
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.w.flush()
-    }
 }
 
 /// The `count` JSON sequences of a batch from `bytes` (at file offset
@@ -484,7 +454,7 @@ impl Checkpoint {
             return Err(format!("it says sequences {}..{} ending at byte {}", rec.first, rec.first + rec.sequences, rec.end));
         }
         part.seek(SeekFrom::Start(start)).map_err(|e| e.to_string())?;
-        let mut bytes = Hashing { r: (&*part).take(rec.end - start), hash: Sha256::new() };
+        let mut bytes = Hashing::new((&*part).take(rec.end - start));
         let mut starts = Sha256::new();
         let mut check = |i: usize, seq: &[u32]| {
             if seq[0] != self.starts[i] {
@@ -497,10 +467,10 @@ impl Checkpoint {
             Form::Json => read_json_batch(&mut bytes, start, done, rec.sequences, (length, n), &mut check)?,
             Form::Binary => binary_cache::read_rows(&mut bytes, done, rec.sequences, length, n, &mut check)?,
         }
-        if bytes.r.limit() != 0 {
+        if bytes.inner.limit() != 0 {
             return Err("sequences.part is cut short".into());
         }
-        if hex(&bytes.hash.finalize()) != rec.sha256 {
+        if hex(&bytes.hasher.finalize()) != rec.sha256 {
             return Err("its bytes do not match their sha256".into());
         }
         if hex(&starts.finalize()) != rec.starts_sha256 {
@@ -556,9 +526,9 @@ impl Checkpoint {
         let (Some(part), Some(log)) = (self.part.as_mut(), self.log.as_mut()) else {
             return Err(Error::Usage("checkpoint: sequences.part is not open".into()));
         };
-        let mut w = BufWriter::with_capacity(1 << 20, HashingWriter { w: &*part, hash: Sha256::new() });
+        let mut w = BufWriter::with_capacity(1 << 20, HashingWriter::new(&*part));
         cache_io::write_sequences(self.state.form, &mut w, sequences, length, done).map_err(|e| Error::io(&part_name, e))?;
-        let digest = hex(&w.into_inner().map_err(|e| Error::io(&part_name, e.into_error()))?.hash.finalize());
+        let digest = hex(&w.into_inner().map_err(|e| Error::io(&part_name, e.into_error()))?.hasher.finalize());
         part.sync_data().map_err(|e| Error::io(&part_name, e))?;
         let end = part.stream_position().map_err(|e| Error::io(&part_name, e))?;
         let rec = BatchRecord {
@@ -581,7 +551,7 @@ impl Checkpoint {
     /// Commits the next whole sequences (module comment), then the summary.
     pub fn append(&mut self, sequences: &[u32]) -> Result<()> {
         let length = self.state.length;
-        cache::check_whole(sequences.len(), length)?;
+        json::check_whole(sequences.len(), length)?;
         let count = sequences.len() / length;
         let done = self.state.done;
         if done + count > self.state.starts {
@@ -683,7 +653,7 @@ impl StdoutCache {
     /// The cache of the job (`header`, its `shard`, `starts`) in `form` on standard output.
     pub fn new_form(header: &CacheHeader, shard: Option<Shard>, starts: &[u32], form: Form) -> Result<StdoutCache> {
         let h = CacheHeader::new(&header.contract, header.num_items, header.dim, header.length, &header.embeddings_sha256, starts);
-        let writer = CacheWriter::create(super::safe_write::STDOUT, &PartHeader { header: h, shard }, form, starts)?;
+        let writer = CacheWriter::create(crate::durable::safe_write::STDOUT, &PartHeader { header: h, shard }, form, starts)?;
         Ok(StdoutCache { writer })
     }
 }
@@ -718,10 +688,10 @@ impl BatchSink for StdoutCache {
 mod tests {
     use super::*;
 
-    use crate::contract::test_support::header;
+    use crate::test_support::header;
 
     fn tmp(name: &str) -> PathBuf {
-        crate::contract::test_support::tmp("checkpoint", name)
+        crate::test_support::tmp("checkpoint", name)
     }
 
     const STARTS: [u32; 4] = [5, 0, 7, 2];
@@ -729,7 +699,7 @@ mod tests {
 
     fn reference(dir: &Path) -> Vec<u8> {
         let p = display(&dir.join("reference.json"));
-        cache::write(&p, &CacheHeader::new("fp32", 9, 3, 3, "aa", &STARTS), &SEQS).unwrap();
+        json::write(&p, &CacheHeader::new("fp32", 9, 3, 3, "aa", &STARTS), &SEQS).unwrap();
         fs::read(&p).unwrap()
     }
 

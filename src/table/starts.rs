@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::synth::SplitMix64;
+use crate::table::synth::SplitMix64;
 use crate::error::{Error, Result};
 
 /// The starts of a file: one item index a line (surrounding blanks, blank

@@ -6,9 +6,11 @@
 
 use sha2::Digest;
 
-use super::binary_cache::{self, BinaryCache};
-use super::cache_io::CacheReader;
-use super::{cache, fp16, npy, table::Table};
+use crate::cache::binary_cache::{self, BinaryCache};
+use crate::cache::cache_io::CacheReader;
+use crate::cache::json;
+use crate::contract::table::Table;
+use crate::table::{fp16_file, npy};
 use crate::error::Error;
 
 pub const JSON_PATH: &str = "fuzz/embeddings.json";
@@ -54,7 +56,7 @@ pub fn npy(data: &[u8]) {
         Ok(t) => {
             check_table(&t);
             assert!(t.data.len() * 4 < npy_bytes.len(), "{} values in a file of {} bytes", t.data.len(), npy_bytes.len());
-            assert_eq!(t.sha256, super::table::hex(&sha2::Sha256::digest(npy_bytes)), "not the file's sha256");
+            assert_eq!(t.sha256, crate::util::hex(&sha2::Sha256::digest(npy_bytes)), "not the file's sha256");
             for list in [t.ids.as_ref(), t.titles.as_ref()].into_iter().flatten() {
                 assert_eq!(list.len(), t.n, "labels of the wrong length accepted");
             }
@@ -67,7 +69,7 @@ pub fn npy(data: &[u8]) {
 /// reader of `verify` and `merge`: what the streaming reader accepts, the
 /// parser accepts too, with the same sequences.
 pub fn cache(data: &[u8]) {
-    let parsed = cache::parse(CACHE_PATH, data);
+    let parsed = json::parse(CACHE_PATH, data);
     match &parsed {
         Ok((h, flat)) => {
             assert!(h.length > 0 && flat.len() % h.length == 0, "{} values in sequences of {}", flat.len(), h.length);
@@ -165,7 +167,7 @@ fn fill_checksum(meta: &[u8], bin: &[u8]) -> Vec<u8> {
         Some((v.get("num_items")?.as_u64()?, v.get("dim")?.as_u64()?))
     });
     match shape {
-        Some((n, d)) => text.replacen(CHECKSUM_SLOT, &fp16::checksum(n, d, bin), 1).into_bytes(),
+        Some((n, d)) => text.replacen(CHECKSUM_SLOT, &fp16_file::checksum(n, d, bin), 1).into_bytes(),
         None => meta.to_vec(),
     }
 }
@@ -178,13 +180,13 @@ pub fn fp16(data: &[u8]) {
         None => (data, &[][..]),
     };
     let meta = fill_checksum(meta, bin);
-    match fp16::parse(JSON_PATH, FP16_JSON_SHA, &meta, bin) {
+    match fp16_file::parse(JSON_PATH, FP16_JSON_SHA, &meta, bin) {
         Ok(t) => {
             check_table(&t);
             assert_eq!(t.data.len() * 2, bin.len());
         }
         Err(e) => {
-            let (bin_path, meta_path) = fp16::paths(JSON_PATH);
+            let (bin_path, meta_path) = fp16_file::paths(JSON_PATH);
             check_error(&e, &[&bin_path, &meta_path, JSON_PATH])
         }
     }
@@ -244,15 +246,15 @@ mod tests {
     #[test]
     #[ignore = "writes the binary target's seeds"]
     fn write_binary_seeds() {
-        use crate::contract::cache::CacheHeader;
-        use crate::contract::cache_io::{read_all, CacheWriter, Form};
-        use crate::contract::shard::{PartHeader, Shard};
+        use crate::cache::json::CacheHeader;
+        use crate::cache::cache_io::{read_all, CacheWriter, Form};
+        use crate::cache::shard::{PartHeader, Shard};
         let root = env!("CARGO_MANIFEST_DIR");
         let out = format!("{root}/fuzz/seeds/binary");
         std::fs::create_dir_all(&out).unwrap();
         let write = |name: &str, mut part: PartHeader, flat: &[u32]| {
             let starts: Vec<u32> = flat.iter().step_by(part.header.length).copied().collect();
-            part.header = part.header.with_starts(starts.len(), &cache::starts_sha256(&starts));
+            part.header = part.header.with_starts(starts.len(), &json::starts_sha256(&starts));
             let mut w = CacheWriter::create(&format!("{out}/{name}.bin"), &part, Form::Binary, &starts).unwrap();
             w.append(flat).unwrap();
             w.finish().unwrap();
@@ -319,7 +321,7 @@ mod tests {
         let bin = [0u8, 0x3c, 0, 0x40];
         let meta = br#"{"num_items":2,"dim":1,"shape_and_bin_sha256":"@CHECKSUM@"}"#;
         let filled = String::from_utf8(fill_checksum(meta, &bin)).unwrap();
-        assert!(filled.contains(&fp16::checksum(2, 1, &bin)), "{filled}");
+        assert!(filled.contains(&fp16_file::checksum(2, 1, &bin)), "{filled}");
         // Twin: without the slot, the meta stays as it was.
         assert_eq!(fill_checksum(br#"{"num_items":2}"#, &bin), br#"{"num_items":2}"#);
     }

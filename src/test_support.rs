@@ -4,13 +4,13 @@
 use std::fs;
 use std::path::PathBuf;
 
-use super::cache::{self, CacheHeader};
+use crate::cache::json::{self, CacheHeader};
 
 /// The header of a 9 × 3 fp32 table with sha256 `sha`, sequences of `length`.
 pub fn header(length: usize, sha: &str) -> CacheHeader {
     CacheHeader {
-        format: cache::FORMAT.into(),
-        version: cache::VERSION,
+        format: json::FORMAT.into(),
+        version: json::VERSION,
         contract: "fp32".into(),
         num_items: 9,
         dim: 3,

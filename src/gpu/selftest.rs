@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::shaders;
-use crate::vk::buffer::Buffer;
-use crate::vk::commands::Recorder;
-use crate::vk::device::Device;
-use crate::vk::float_controls::Denormals;
-use crate::vk::pipeline::{BindGroup, Pipeline};
+use crate::gpu::buffer::Buffer;
+use crate::gpu::commands::Recorder;
+use crate::gpu::device::Device;
+use crate::gpu::float_controls::Denormals;
+use crate::gpu::pipeline::{BindGroup, Pipeline};
 
 /// Result words per case: fma, a*b, (f32)x, x+y (two words), emulated fma.
 const WORDS: usize = 6;

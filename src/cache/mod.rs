@@ -1,0 +1,10 @@
+//! The outputs: the cache file (docs/formats.md#cache) in its two forms,
+//! JSON (`json`, and its streaming reader `json_reader`) and binary
+//! (`binary_cache`), both written and read through `cache_io`; the one
+//! header of a cache or a shard's part (`header`); the parts of a sharded
+//! run and their merge (`shard`); seeded samples of a cache (`sample`).
+pub mod binary_cache;
+pub mod cache_io;
+pub mod json;
+pub mod sample;
+pub mod shard;
