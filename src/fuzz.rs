@@ -248,7 +248,7 @@ mod tests {
     fn write_binary_seeds() {
         use crate::cache::json::CacheHeader;
         use crate::cache::cache_io::{read_all, CacheWriter, Form};
-        use crate::cache::shard::{PartHeader, Shard};
+        use crate::cache::header::{PartHeader, Shard};
         let root = env!("CARGO_MANIFEST_DIR");
         let out = format!("{root}/fuzz/seeds/binary");
         std::fs::create_dir_all(&out).unwrap();

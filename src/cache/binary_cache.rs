@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::cache::json::{self, starts_sha256, CacheHeader};
-use crate::cache::shard::PartHeader;
+use crate::cache::header::PartHeader;
 use crate::util::hex;
 use crate::error::{Error, Result};
 

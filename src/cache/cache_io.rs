@@ -21,7 +21,8 @@ use crate::cache::binary_cache::{self, BinaryCache, ReadAt, MAGIC};
 use crate::cache::json::{self, CacheHeader};
 use crate::durable::safe_write::{check_files, stdout_file, Named, Output, STDOUT};
 use crate::cache::sample::sample_positions;
-use crate::cache::shard::{read_head, PartHeader, Sequences, Shard};
+use crate::cache::header::{PartHeader, Shard};
+use crate::cache::json_reader::{read_head, Sequences};
 use crate::util::hex;
 use crate::error::{Error, Result};
 

@@ -13,7 +13,7 @@ use super::files::LockHandle;
 use super::verify;
 use crate::cache::cache_io::{self, Form};
 use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
-use crate::cache::{json, shard};
+use crate::cache::{header, json, shard};
 use crate::contract::table::Table;
 use crate::durable::safe_write;
 use crate::error::Error;
@@ -39,11 +39,11 @@ fn write_cache(path: &str, o: &LuaTable) -> mlua::Result<()> {
 
 /// `shard = { index, count, starts = the whole run's starts }` of a
 /// checkpoint whose `starts` must be that shard's block.
-fn shard_of(o: &LuaTable, starts: &[u32]) -> mlua::Result<Option<shard::Shard>> {
+fn shard_of(o: &LuaTable, starts: &[u32]) -> mlua::Result<Option<header::Shard>> {
     let Some(s) = o.get::<Option<LuaTable>>("shard")? else { return Ok(None) };
     let all: U32s = s.get("starts")?;
     let all = all.as_slice("shard.starts")?;
-    let sh = shard::Shard::new(s.get("index")?, s.get("count")?, all)?;
+    let sh = header::Shard::new(s.get("index")?, s.get("count")?, all)?;
     if all[sh.block()?] != *starts {
         return Err(Error::Usage("checkpoint: starts are not the shard's block of shard.starts".into()).into());
     }
@@ -134,7 +134,7 @@ pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
     t.set(
         "shard_block",
         function(lua, |_, (total, index, count): (usize, usize, usize)| {
-            let b = shard::block(total, index, count)?;
+            let b = header::block(total, index, count)?;
             Ok((b.start, b.len()))
         })?,
     )?;

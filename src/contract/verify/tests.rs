@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use super::*;
 use crate::cache::json::CacheHeader;
 use crate::cache::cache_io::{CacheWriter, Form};
-use crate::cache::shard::PartHeader;
+use crate::cache::header::PartHeader;
 use crate::table::synth;
 
 const LENGTH: usize = 5;

@@ -51,7 +51,9 @@ use crate::cache::json::{self, CacheHeader};
 use crate::cache::cache_io::{self, CacheWriter, Form};
 use crate::durable::lock::{Lock, Taken};
 use crate::durable::safe_write::{install, remove_stale_temporaries, resolve, Target};
-use crate::cache::shard::{starts_sha256, PartHeader, Sequences, Shard};
+use crate::cache::header::{PartHeader, Shard};
+use crate::cache::json::starts_sha256;
+use crate::cache::json_reader::Sequences;
 use crate::util::hex;
 use crate::error::{Error, Result};
 
