@@ -7,7 +7,7 @@
 use sha2::Digest;
 
 use crate::cache::binary_cache::{self, BinaryCache};
-use crate::cache::cache_io::CacheReader;
+use crate::cache::cache_reader::CacheReader;
 use crate::cache::json;
 use crate::contract::table::Table;
 use crate::table::{fp16_file, npy};
@@ -247,7 +247,8 @@ mod tests {
     #[ignore = "writes the binary target's seeds"]
     fn write_binary_seeds() {
         use crate::cache::json::CacheHeader;
-        use crate::cache::cache_io::{read_all, CacheWriter, Form};
+        use crate::cache::cache_io::{CacheWriter, Form};
+        use crate::cache::cache_reader::read_all;
         use crate::cache::header::{PartHeader, Shard};
         let root = env!("CARGO_MANIFEST_DIR");
         let out = format!("{root}/fuzz/seeds/binary");

@@ -5,6 +5,8 @@
 //! run and their merge (`shard`); seeded samples of a cache (`sample`).
 pub mod binary_cache;
 pub mod cache_io;
+pub mod cache_reader;
+pub mod convert;
 pub mod header;
 pub mod json;
 pub mod json_reader;

@@ -34,9 +34,9 @@ use std::ops::Range;
 use sha2::{Digest, Sha256};
 
 use crate::cache::header::{PartHeader, Shard};
-use crate::cache::json::{self, CacheHeader};
-use crate::cache::json_reader::Sequences;
-use crate::cache::cache_io::{batch_sequences, Batch, CacheReader, CacheWriter, Form};
+use crate::cache::json::CacheHeader;
+use crate::cache::cache_io::{CacheWriter, Form};
+use crate::cache::cache_reader::{batch_sequences, Batch, CacheReader};
 use crate::durable::safe_write::{check_files, Named};
 use crate::util::hex;
 use crate::error::{Error, Result};

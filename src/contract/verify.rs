@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::cache_io::{batch_sequences, count_sequences, Batch, CacheReader};
+use crate::cache::cache_reader::{batch_sequences, count_sequences, Batch, CacheReader};
 use crate::cache::sample::sample_positions;
 use crate::contract::table::Table;
 use super::{fp16, mirror};

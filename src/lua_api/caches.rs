@@ -11,7 +11,8 @@ use super::checkpoint::CheckpointHandle;
 use super::embeddings::Embeddings;
 use super::files::LockHandle;
 use super::verify;
-use crate::cache::cache_io::{self, Form};
+use crate::cache::cache_io::Form;
+use crate::cache::{cache_reader, convert};
 use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
 use crate::cache::{header, json, shard};
 use crate::contract::table::Table;
@@ -89,7 +90,7 @@ fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
 /// sequences = array }: a whole cache of either form in memory.
 fn read_cache(lua: &Lua, path: &str) -> mlua::Result<LuaTable> {
     let form = Form::of_file(path)?;
-    let (part, flat) = cache_io::read_all(path)?;
+    let (part, flat) = cache_reader::read_all(path)?;
     let h = part.header;
     let t = lua.create_table()?;
     t.set("contract", h.contract)?;
@@ -116,7 +117,7 @@ fn convert(lua: &Lua, input: &str, out: &str, o: Option<LuaTable>) -> mlua::Resu
         Some(form) => form,
         None => Form::of_file(input)?.other(),
     };
-    let done = cache_io::convert(input, out, form)?;
+    let done = convert::convert(input, out, form)?;
     let t = lua.create_table()?;
     t.set("form", done.form.name())?;
     t.set("sequences", done.sequences)?;

@@ -2,6 +2,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::cache::cache_reader::*;
+use crate::cache::convert::*;
 use crate::durable::checkpoint::Checkpoint;
 use crate::fuzz::check_error;
 use crate::cache::shard::{self, merge_as};
