@@ -6,7 +6,8 @@
 
 use sha2::Digest;
 
-use crate::cache::binary_cache::{self, BinaryCache};
+use crate::cache::binary_cache;
+use crate::cache::binary_reader::BinaryCache;
 use crate::cache::cache_reader::CacheReader;
 use crate::cache::json;
 use crate::contract::table::Table;

@@ -8,7 +8,8 @@ use std::io::{Chain, Cursor, Read};
 
 use sha2::{Digest, Sha256};
 
-use crate::cache::binary_cache::{BinaryCache, ReadAt};
+use crate::cache::binary_cache::ReadAt;
+use crate::cache::binary_reader::BinaryCache;
 use crate::cache::json::{self, CacheHeader};
 use crate::cache::sample::sample_positions;
 use crate::cache::header::{PartHeader, Shard};

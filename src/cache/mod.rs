@@ -4,6 +4,7 @@
 //! header of a cache or a shard's part (`header`); the parts of a sharded
 //! run and their merge (`shard`); seeded samples of a cache (`sample`).
 pub mod binary_cache;
+pub mod binary_reader;
 pub mod cache_io;
 pub mod cache_reader;
 pub mod convert;

@@ -237,8 +237,8 @@ fn check_same_run(parts: &[Part]) -> Result<()> {
 mod tests {
     use super::*;
     use crate::cache::header::block;
-    use crate::cache::json::starts_sha256;
-    use crate::cache::json_reader::head;
+    use crate::cache::json::{self, starts_sha256};
+    use crate::cache::json_reader::{head, Sequences};
     use std::fs;
     use std::path::{Path, PathBuf};
 

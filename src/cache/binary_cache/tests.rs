@@ -1,4 +1,6 @@
 use super::*;
+use crate::cache::binary_reader::*;
+use crate::cache::json::{self, CacheHeader};
 
 use crate::fuzz::check_error;
 

@@ -46,7 +46,7 @@ use sha2::{Digest, Sha256};
 
 use crate::durable::atomic::write_atomically;
 use crate::durable::hashing::{Hashing, HashingWriter};
-use crate::cache::binary_cache;
+use crate::cache::binary_reader;
 use crate::cache::json::{self, CacheHeader};
 use crate::cache::cache_io::{self, CacheWriter, Form};
 use crate::durable::lock::{Lock, Taken};
@@ -467,7 +467,7 @@ impl Checkpoint {
         };
         match form {
             Form::Json => read_json_batch(&mut bytes, start, done, rec.sequences, (length, n), &mut check)?,
-            Form::Binary => binary_cache::read_rows(&mut bytes, done, rec.sequences, length, n, &mut check)?,
+            Form::Binary => binary_reader::read_rows(&mut bytes, done, rec.sequences, length, n, &mut check)?,
         }
         if bytes.inner.limit() != 0 {
             return Err("sequences.part is cut short".into());
