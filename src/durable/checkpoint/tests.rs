@@ -1,4 +1,12 @@
 use super::*;
+use super::state::*;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+
+use crate::cache::json::{self, CacheHeader};
+use crate::error::Result;
 
 use crate::test_support::header;
 
