@@ -11,8 +11,8 @@ use crate::cache::binary_reader::BinaryCache;
 use crate::cache::cache_reader::CacheReader;
 use crate::cache::json;
 use crate::contract::table::Table;
-use crate::table::{fp16_file, npy};
 use crate::error::Error;
+use crate::table::{fp16_file, npy};
 
 pub const JSON_PATH: &str = "fuzz/embeddings.json";
 pub const CACHE_PATH: &str = "fuzz/diversity_cache.json";
@@ -247,10 +247,10 @@ mod tests {
     #[test]
     #[ignore = "writes the binary target's seeds"]
     fn write_binary_seeds() {
-        use crate::cache::json::CacheHeader;
         use crate::cache::cache_io::{CacheWriter, Form};
         use crate::cache::cache_reader::read_all;
         use crate::cache::header::{PartHeader, Shard};
+        use crate::cache::json::CacheHeader;
         let root = env!("CARGO_MANIFEST_DIR");
         let out = format!("{root}/fuzz/seeds/binary");
         std::fs::create_dir_all(&out).unwrap();

@@ -26,8 +26,8 @@ use std::os::unix::fs::FileExt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::json::starts_sha256;
 use crate::cache::header::PartHeader;
+use crate::cache::json::starts_sha256;
 use crate::error::{Error, Result};
 
 /// The first 8 bytes of every binary cache.

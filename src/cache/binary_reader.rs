@@ -8,10 +8,10 @@ use std::fs::File;
 
 use sha2::{Digest, Sha256};
 
-use crate::cache::json::{self, CacheHeader};
 use crate::cache::header::PartHeader;
-use crate::util::hex;
+use crate::cache::json::{self, CacheHeader};
 use crate::error::{Error, Result};
+use crate::util::hex;
 use crate::cache::binary_cache::{
     decode_u32s, for_each_u32_at, index_blocks, item_out_of_range, preamble, start_out_of_range, HeaderText, Layout, ReadAt, CHUNK_BYTES, FORM, HEADER_LIMIT,
     LAYOUT, MAGIC, NO_SEQUENCE, PREAMBLE,

@@ -17,11 +17,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::cache::binary_cache::{self, ReadAt, MAGIC};
+use crate::cache::header::PartHeader;
 use crate::cache::json::{self};
 use crate::durable::safe_write::{stdout_file, Output, STDOUT};
-use crate::cache::header::PartHeader;
-use crate::util::hex;
 use crate::error::{Error, Result};
+use crate::util::hex;
 
 /// The two forms of a cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -10,13 +10,13 @@ use sha2::{Digest, Sha256};
 
 use crate::cache::binary_cache::ReadAt;
 use crate::cache::binary_reader::BinaryCache;
-use crate::cache::json::{self, CacheHeader};
-use crate::cache::sample::sample_positions;
-use crate::cache::header::{PartHeader, Shard};
-use crate::cache::json_reader::{read_head, Sequences};
 use crate::cache::cache_io::{form_of, Form};
-use crate::util::hex;
+use crate::cache::header::{PartHeader, Shard};
+use crate::cache::json::{self, CacheHeader};
+use crate::cache::json_reader::{read_head, Sequences};
+use crate::cache::sample::sample_positions;
 use crate::error::{Error, Result};
+use crate::util::hex;
 
 /// What a reader reads from: a file, or bytes (the fuzz targets).
 pub trait Source: Read + ReadAt {}

@@ -1,13 +1,12 @@
 //! `divgpu convert`: a cache turned into the other form, streaming.
 
-
 use sha2::{Digest, Sha256};
 
-use crate::durable::safe_write::{check_files, Named};
 use crate::cache::cache_io::{CacheWriter, Form};
 use crate::cache::cache_reader::{batch_sequences, Batch, CacheReader};
-use crate::util::hex;
+use crate::durable::safe_write::{check_files, Named};
 use crate::error::Result;
+use crate::util::hex;
 
 /// What `convert` wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]

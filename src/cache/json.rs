@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::durable::atomic::write_atomically;
-use crate::util::hex;
 use crate::error::{Error, Result};
+use crate::util::hex;
 
 pub const FORMAT: &str = "divgpu-diversity-cache";
 /// The version written.

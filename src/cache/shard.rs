@@ -33,13 +33,13 @@ use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 
-use crate::cache::header::{PartHeader, Shard};
-use crate::cache::json::CacheHeader;
 use crate::cache::cache_io::{CacheWriter, Form};
 use crate::cache::cache_reader::{batch_sequences, Batch, CacheReader};
+use crate::cache::header::{PartHeader, Shard};
+use crate::cache::json::CacheHeader;
 use crate::durable::safe_write::{check_files, Named};
-use crate::util::hex;
 use crate::error::{Error, Result};
+use crate::util::hex;
 
 struct Part {
     path: String,

@@ -157,3 +157,14 @@ pub(crate) fn check_labels(path: &str, n: usize, ids: Option<usize>, titles: Opt
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inv_norm_is_computed_in_f64_and_rounded_once() {
+        assert_eq!(inv_norm_of(&[3.0, 4.0]), 0.2f32);
+        assert_eq!(inv_norm_of(&[1.0, 1.0]), (1.0 / 2f64.sqrt()) as f32);
+    }
+}

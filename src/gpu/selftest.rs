@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::shaders;
 use crate::gpu::buffer::Buffer;
 use crate::gpu::commands::Recorder;
 use crate::gpu::device::Device;
 use crate::gpu::float_controls::Denormals;
 use crate::gpu::pipeline::{BindGroup, Pipeline};
+use crate::shaders;
 
 /// Result words per case: fma, a*b, (f32)x, x+y (two words), emulated fma.
 const WORDS: usize = 6;

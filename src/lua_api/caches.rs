@@ -13,9 +13,9 @@ use super::files::LockHandle;
 use super::verify;
 use crate::cache::cache_io::Form;
 use crate::cache::{cache_reader, convert};
-use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
 use crate::cache::{header, json, shard};
 use crate::contract::table::Table;
+use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
 use crate::durable::safe_write;
 use crate::error::Error;
 

@@ -9,8 +9,8 @@ use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Va
 use super::arrays::{transpose, HostArray, U32s};
 use super::boundary::{function, methods_index, Methods};
 use crate::contract::{fp16, gram, table::Table};
-use crate::table::{fp16_file, synth, table_file};
 use crate::error::Error;
+use crate::table::{fp16_file, synth, table_file};
 
 /// A loaded table, and its rows' norm bounds once asked for: the Gram and
 /// tensor certificates and the tensor filter's slices each need them, and a

@@ -12,8 +12,8 @@ use mlua::{Lua, Table as LuaTable};
 use super::arrays::HostArray;
 use super::boundary::function;
 
-use crate::table::starts;
 use crate::error::Error;
+use crate::table::starts;
 
 /// A whole number in 0..=2^53 (what a Lua number holds exactly), or misuse
 /// naming the call and the argument.

@@ -1,7 +1,6 @@
 //! `embeddings_fp16.bin` and its meta file (docs/formats.md#fp16-files): the
 //! FP16 rounding of a table (`contract::fp16`) stored, checked and read back.
 
-
 use std::io::Read;
 
 use half::f16;

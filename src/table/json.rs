@@ -252,7 +252,6 @@ impl<'de> Visitor<'de> for TopLevel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::table::inv_norm_of;
 
     #[test]
     fn numbers_round_to_nearest_f64_then_to_f32() -> Result<()> {
@@ -262,12 +261,6 @@ mod tests {
         assert_eq!(t.data[0], 1.0);
         assert_eq!(t.data[2], 0.1f32);
         Ok(())
-    }
-
-    #[test]
-    fn inv_norm_is_computed_in_f64_and_rounded_once() {
-        assert_eq!(inv_norm_of(&[3.0, 4.0]), 0.2f32);
-        assert_eq!(inv_norm_of(&[1.0, 1.0]), (1.0 / 2f64.sqrt()) as f32);
     }
 
     #[test]

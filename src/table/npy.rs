@@ -16,13 +16,13 @@ use std::io::{self, Read, Write};
 
 use sha2::Digest;
 
+use crate::contract::table::{check_labels, RowCheck, Table};
 use crate::durable::atomic::write_atomically;
 use crate::durable::hashing::{Hashing, HashingWriter};
-use crate::table::npy_header;
-use crate::contract::table::{check_labels, RowCheck, Table};
-use crate::table::json::Id;
-use crate::util::hex;
 use crate::error::{Error, Result};
+use crate::table::json::Id;
+use crate::table::npy_header;
+use crate::util::hex;
 
 /// The values are read and checked in pieces of about this many bytes.
 const CHUNK_BYTES: usize = 4 << 20;

@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::table::synth::SplitMix64;
 use crate::error::{Error, Result};
+use crate::table::synth::SplitMix64;
 
 /// The starts of a file: one item index a line (surrounding blanks, blank
 /// lines and a last line without a newline allowed), each below `n`. A bad

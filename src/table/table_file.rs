@@ -2,9 +2,9 @@
 //! sidecar, `npy.rs`) or an `embeddings.json` (`table.rs`). Above both
 //! readers, so neither needs the other.
 
-use crate::table::npy;
 use crate::contract::table::Table;
 use crate::error::{Error, Result};
+use crate::table::npy;
 
 /// The two file formats of a table, told apart by the file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

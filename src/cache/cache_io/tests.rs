@@ -7,9 +7,9 @@ use crate::cache::convert::*;
 use crate::cache::header::Shard;
 use crate::cache::json::CacheHeader;
 use crate::cache::sample::sample_positions;
+use crate::cache::shard::{self, merge_as};
 use crate::durable::checkpoint::Checkpoint;
 use crate::fuzz::check_error;
-use crate::cache::shard::{self, merge_as};
 
 const SHA: &str = "8f05f88c600019b5e52dadd65706c25050b8ce43dc59ab6b861d899afa7914af";
 const STARTS: [u32; 7] = [5, 0, 7, 2, 8, 5, 4];

@@ -2,9 +2,9 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::*;
-use crate::cache::json::CacheHeader;
 use crate::cache::cache_io::{CacheWriter, Form};
 use crate::cache::header::PartHeader;
+use crate::cache::json::CacheHeader;
 use crate::table::synth;
 
 const LENGTH: usize = 5;

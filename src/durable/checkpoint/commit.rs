@@ -6,14 +6,14 @@ use std::io::{BufWriter, Seek, Write};
 
 use sha2::Digest;
 
+use crate::cache::cache_io::{self};
+use crate::cache::json::starts_sha256;
+use crate::cache::json::{self};
 use crate::durable::atomic::write_atomically;
 use crate::durable::hashing::HashingWriter;
-use crate::cache::json::{self};
-use crate::cache::cache_io::{self};
 use crate::durable::safe_write::{install, remove_stale_temporaries};
-use crate::cache::json::starts_sha256;
-use crate::util::hex;
 use crate::error::{Error, Result};
+use crate::util::hex;
 use super::sink::BatchSink;
 use super::state::{STATE, PART, BATCHES, State, BatchRecord, Checkpoint, display, create_own};
 

@@ -6,16 +6,16 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use sha2::{Digest, Sha256};
 
-use crate::durable::hashing::Hashing;
 use crate::cache::binary_reader;
-use crate::cache::json::CacheHeader;
 use crate::cache::cache_io::{self, Form};
+use crate::cache::header::{PartHeader, Shard};
+use crate::cache::json::CacheHeader;
+use crate::cache::json::starts_sha256;
+use crate::durable::hashing::Hashing;
 use crate::durable::lock::Lock;
 use crate::durable::safe_write::{remove_stale_temporaries, resolve};
-use crate::cache::header::{PartHeader, Shard};
-use crate::cache::json::starts_sha256;
-use crate::util::hex;
 use crate::error::{Error, Result};
+use crate::util::hex;
 use super::state::{FORMAT, VERSION, STATE, PART, BATCHES, State, BatchRecord, Checkpoint, display, lock_path, lock_note, open_own, create_own, read_json_batch};
 
 impl Checkpoint {

@@ -1,11 +1,9 @@
 //! `BatchSink`, what the Lua handle drives, and `StdoutCache`, the sink of
 //! `run --out -` (the cache streamed to standard output, no checkpoint).
 
-
-
-use crate::cache::json::CacheHeader;
 use crate::cache::cache_io::{CacheWriter, Form};
 use crate::cache::header::{PartHeader, Shard};
+use crate::cache::json::CacheHeader;
 use crate::error::Result;
 
 /// What the Lua handle drives: the checkpoint, or the stream to standard output.

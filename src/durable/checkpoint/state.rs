@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::cache_io::Form;
-use crate::durable::lock::{Lock, Taken};
-use crate::durable::safe_write::{resolve, Target};
 use crate::cache::header::Shard;
 use crate::cache::json_reader::Sequences;
+use crate::durable::lock::{Lock, Taken};
+use crate::durable::safe_write::{resolve, Target};
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "divgpu-checkpoint";
@@ -61,7 +61,6 @@ pub(super) struct BatchRecord {
     /// sha256 of its starts (u32 little-endian).
     pub(super) starts_sha256: String,
 }
-
 
 pub struct Checkpoint {
     pub(super) target: Target,

@@ -4,7 +4,6 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-
 use crate::cache::json::{self, CacheHeader};
 use crate::error::Result;
 
