@@ -46,7 +46,7 @@ def rust_module(rel):
 def rust_room(rel):
     """The folder holding the file (a file at src/ is a room of its own)."""
     folder = Path(rel).parent
-    return rust_module(rel) if folder == Path("src") else "/".join(folder.relative_to("src").parts)
+    return (rust_module(rel) or "lib") if folder == Path("src") else "/".join(folder.relative_to("src").parts)
 
 
 def expand(path):
