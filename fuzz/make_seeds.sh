@@ -33,9 +33,9 @@ for t in real synth; do
     cp "$tmp/$t/embeddings.json" "$out/embeddings_json/$t.json"
     cp "$tmp/$t/cache.json" "$out/cache/$t.json"
     # The fp16 target's input: meta, NUL, .bin. The meta names the sha256 the
-    # target's JSON has (src/contract/fuzz.rs), so the checks past it are
+    # target's JSON has (src/fuzz.rs), so the checks past it are
     # reached, and its shape_and_bin_sha256 is the slot the target fills
-    # (@CHECKSUM@, src/contract/fuzz.rs); the unedited meta is kept too (the
+    # (@CHECKSUM@, src/fuzz.rs); the unedited meta is kept too (the
     # stale-file path).
     sha=$(sha256sum "$tmp/$t/embeddings.json" | cut -d' ' -f1)
     { sed -e "s/$sha/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855/" \
@@ -66,7 +66,7 @@ done
 # corpus that reads, and a few caches made in Rust (a repeated start, no
 # sequence, a part, fp16, sequences of one item, the longest version).
 cargo test --release --locked --no-default-features --features gpu,plot --lib \
-    contract::fuzz::tests::write_binary_seeds -- --ignored --exact >/dev/null
+    fuzz::tests::write_binary_seeds -- --ignored --exact >/dev/null
 # The bare-array shape of docs/formats.md#embeddings-table, and numeric ids.
 printf '[[1, 0.5], [-2e-3, 4]]\n' >"$out/embeddings_json/bare.json"
 printf '{"ids": [7, "b"], "titles": ["x", "y"], "embeddings": [[1e-40, 2], [3, 4]]}\n' >"$out/embeddings_json/ids.json"

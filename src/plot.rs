@@ -19,7 +19,7 @@ use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use crate::contract::atomic::write_atomically;
+use crate::durable::atomic::write_atomically;
 use crate::error::{Error, Result};
 
 /// Series colours, in order: saturated and never grey, so no anti-aliased

@@ -64,7 +64,7 @@ expect_ok "convert of the changed binary" $divgpu convert "$tmp/changed.bin" --o
 differs "twin: its JSON form is not the run's" "$tmp/run.json" "$tmp/changed.json"
 
 ## The binary run goes through its checkpoint in several batches (--batch 16);
-## resuming a binary checkpoint is tested in src/contract/cache_io/tests.rs.
+## resuming a binary checkpoint is tested in src/cache/cache_io/tests.rs.
 expect_ok "a binary run of the first 40 starts" $divgpu run "${job[@]}" --format binary --starts 0:40 --out "$tmp/part40.bin"
 expect_ok "the JSON run of the same" $divgpu run "${job[@]}" --starts 0:40 --out "$tmp/part40.json"
 expect_ok "convert it" $divgpu convert "$tmp/part40.json" --out "$tmp/part40-conv.bin" --quiet

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No function in src/ or lua/ runs over 80 lines (tests apart).
+"""No function in src/ or lua/ runs over 80 lines (tests apart), no file in src/ over 500.
 
 Rust: every `fn` with a body, from the line of `fn` to the line of its closing
 brace, outside `#[cfg(test)]` modules (comments, strings and character
@@ -7,10 +7,13 @@ literals are skipped while the braces are matched). Lua: every function
 prototype LuaJIT compiles (`luajit -bl` names each with its first and last
 line), the file's main chunk apart.
 
-    tests/function_length_check.py [--max N] [--root DIR] [FILE...]
+Files: every *.rs under src/ (tests files too) has at most 500 lines, so a
+file holds one topic (split by what it holds, not by where it was cut).
+
+    tests/function_length_check.py [--max N] [--max-file-lines N] [--root DIR] [FILE...]
 
 Without FILEs it checks the tracked *.rs under src/ and *.lua under lua/.
-Exit 1 and one line per function too long, naming its file and lines.
+Exit 1 and one line per function or file too long, naming its file and lines.
 """
 import argparse
 import re
@@ -133,6 +136,7 @@ def tracked(root):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--max", type=int, default=80)
+    p.add_argument("--max-file-lines", type=int, default=500)
     p.add_argument("--root", default=str(Path(__file__).resolve().parent.parent))
     p.add_argument("files", nargs="*")
     a = p.parse_args()
@@ -142,7 +146,11 @@ def main():
     for rel in files:
         path = root / rel
         if rel.endswith(".rs"):
-            functions = rust_functions(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+            if lines > a.max_file_lines:
+                long.append(f"{rel}: the file has {lines} lines (at most {a.max_file_lines})")
+            functions = rust_functions(text)
         else:
             functions = lua_functions(path)
         for name, first, last in functions:
@@ -150,7 +158,8 @@ def main():
                 long.append(f"{rel}:{first}-{last}: {name} has {last - first + 1} lines (at most {a.max})")
     for line in long:
         print(line)
-    print(f"function_length_check: {len(files)} file(s), {len(long)} function(s) over {a.max} lines")
+    print(f"function_length_check: {len(files)} file(s), {len(long)} function(s) over {a.max} lines"
+          f" or file(s) over {a.max_file_lines}")
     return 1 if long else 0
 
 

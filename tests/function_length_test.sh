@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# No function in src/ or lua/ runs over 80 lines, tests apart
-# (tests/function_length_check.py). The twins: files made here with a
+# No function in src/ or lua/ runs over 80 lines, tests apart, and no file in
+# src/ over 500 lines (tests/function_length_check.py). The twins: files made here with a
 # function of 81 lines (Rust and Lua) must fail the check, naming the file
 # and the lines; one of 80 lines, a long test module, braces in strings and
 # comments, and a long main chunk must pass.
@@ -17,8 +17,8 @@ expect() {
     if [ $rc -eq "$status" ] && grep -qF -- "$want" <<<"$out"; then ok "$name"; else not_ok "$name (exit $rc)" "$out"; fi
 }
 
-out=$(python3 "$check_py" 2>&1) && ok "every function in src/ and lua/ is at most 80 lines" \
-    || not_ok "every function in src/ and lua/ is at most 80 lines" "$out"
+out=$(python3 "$check_py" 2>&1) && ok "every function in src/ and lua/ is at most 80 lines, every file in src/ at most 500" \
+    || not_ok "every function in src/ and lua/ is at most 80 lines, every file in src/ at most 500" "$out"
 
 body() {  # body N: N lines of a function body
     local i
@@ -34,4 +34,8 @@ expect "a long function in a test module passes" 0 "0 function(s) over" tested.r
 expect "twin: a Lua function of 81 lines fails" 1 "long.lua:1-81: function has 81 lines" long.lua
 { for i in $(seq 200); do echo "local y$i = $i"; done; } >"$tmp/chunk.lua"
 expect "a long main chunk is no function" 0 "0 function(s) over" chunk.lua
+{ for i in $(seq 167); do echo "fn f$i() {"; echo "    let _ = $i;"; echo "}"; done; } >"$tmp/big.rs"
+expect "twin: a Rust file of 501 lines fails, naming it" 1 "big.rs: the file has 501 lines (at most 500)" big.rs
+head -n 500 "$tmp/big.rs" >"$tmp/full.rs"
+expect "a Rust file of 500 lines passes" 0 "0 function(s) over" full.rs
 finish

@@ -100,7 +100,7 @@ def write_binary(path, fields, starts, rows, n):
 
 
 def write_json(path, fields, rows):
-    """Bytes as src/contract/cache.rs writes them: the header line, then one sequence a line."""
+    """Bytes as src/cache/json.rs writes them: the header line, then one sequence a line."""
     head = compact(fields)
     lines = ",".join("\n[" + ",".join(map(str, row)) + "]" for row in rows.tolist())
     with open(path, "w", encoding="ascii") as f:

@@ -8,7 +8,7 @@
 - inv_norm: (f32)(1 / sqrt(sum_d (f64)E[j][d]^2)), the f64 sum strictly in
   ascending d (one column added at a time, never numpy's pairwise sum).
 - parse_starts / check_length: the --starts and --length rules of `divgpu run`.
-- write_cache: `diversity_cache.json` in the byte layout of src/contract/cache.rs
+- write_cache: `diversity_cache.json` in the byte layout of src/cache/json.rs
   (header, then one sequence per line), through a temporary file in the same
   folder that is renamed into place.
 - the command line shared by torch_direct.py and torch_gram64.py.

@@ -1,5 +1,5 @@
 //! `diversity_cache.json` through `cache::parse`.
-//! The checks live in divgpu's `contract::fuzz`, shared with the corpus replay.
+//! The checks live in divgpu's `fuzz` module (src/fuzz.rs), shared with the corpus replay.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| divgpu::contract::fuzz::cache(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| divgpu::fuzz::cache(data));

@@ -1,5 +1,5 @@
 //! `embeddings.json` through `Table::parse_json`.
-//! The checks live in divgpu's `contract::fuzz`, shared with the corpus replay.
+//! The checks live in divgpu's `fuzz` module (src/fuzz.rs), shared with the corpus replay.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| divgpu::contract::fuzz::embeddings_json(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| divgpu::fuzz::embeddings_json(data));

@@ -2,7 +2,7 @@
 //! bounds its error bound needs, and the certificate that no value of the
 //! method can overflow. The proof is `shaders/gram.md`.
 
-use super::table::Table;
+use crate::contract::table::Table;
 
 /// Largest N and D the bound's simplifications are proven for (gamma_n <=
 /// n * 2^-52 and (1+u)^D <= 1 + 2*D*u need n * 2^-53 <= 1/2 and D*u <= 1).

@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use super::table::Table;
+use crate::contract::table::Table;
 use crate::error::{Error, Result};
 
 const BLOCK: usize = 32;
@@ -129,7 +129,7 @@ pub fn check_job(table: &Table, starts: &[u32], length: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::synth::clustered;
+    use crate::table::synth::clustered;
 
     /// The contract written the plainest way: row-major, one candidate at a time.
     fn naive(table: &Table, start: usize, length: usize) -> Vec<u32> {

@@ -33,7 +33,7 @@
 //! f32), every nonzero value is normal: table values (spacing >= 2^q >= 2^-126
 //! follows), centroids, partial sums, G entries and scores.
 
-use super::table::Table;
+use crate::contract::table::Table;
 
 /// The smallest normal f32 is 2^-126.
 const MIN_NORMAL_EXP: i32 = -126;

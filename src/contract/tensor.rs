@@ -3,7 +3,7 @@
 //! the device for each step's centroid (`tensor.comp`'s `slice_centroid`): in
 //! f64, where every operation of it is exact, so both sides get the same bits.
 
-use super::table::Table;
+use crate::contract::table::Table;
 
 /// Slices per vector (K in the proof): two int8 slices, three products a
 /// pair. On the H200 (2026-12-03, 262,144 x 768 x 4,096 x 257) three slices'

@@ -13,9 +13,9 @@
 
 use std::sync::Arc;
 
-use super::cache_io::{batch_sequences, count_sequences, Batch, CacheReader};
-use super::sample::sample_positions;
-use super::table::Table;
+use crate::cache::cache_reader::{batch_sequences, count_sequences, Batch, CacheReader};
+use crate::cache::sample::sample_positions;
+use crate::contract::table::Table;
 use super::{fp16, mirror};
 use crate::error::{Error, Result};
 
@@ -122,11 +122,11 @@ impl Verifier {
         })
     }
 
-    pub fn header(&self) -> &super::cache::CacheHeader {
+    pub fn header(&self) -> &crate::cache::json::CacheHeader {
         self.reader.header()
     }
 
-    pub fn form(&self) -> super::cache_io::Form {
+    pub fn form(&self) -> crate::cache::cache_io::Form {
         self.reader.form()
     }
 

@@ -9,7 +9,7 @@ use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataRef};
 use super::arrays::HostArray;
 use super::boundary::{methods_index, Methods};
 use crate::error::Error;
-use crate::vk::buffer::Buffer;
+use crate::gpu::buffer::Buffer;
 
 pub struct LuaBuffer(pub Arc<Buffer>);
 

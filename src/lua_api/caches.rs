@@ -11,15 +11,18 @@ use super::checkpoint::CheckpointHandle;
 use super::embeddings::Embeddings;
 use super::files::LockHandle;
 use super::verify;
-use crate::contract::cache_io::{self, Form};
-use crate::contract::checkpoint::{BatchSink, Checkpoint, StdoutCache};
-use crate::contract::{cache, safe_write, shard, table::Table};
+use crate::cache::cache_io::Form;
+use crate::cache::{cache_reader, convert};
+use crate::cache::{header, json, shard};
+use crate::contract::table::Table;
+use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
+use crate::durable::safe_write;
 use crate::error::Error;
 
 /// The cache header of a job of `starts` given as { contract, length } on `table`.
-fn cache_header(o: &LuaTable, table: &Table, starts: &[u32]) -> mlua::Result<cache::CacheHeader> {
+fn cache_header(o: &LuaTable, table: &Table, starts: &[u32]) -> mlua::Result<json::CacheHeader> {
     let contract = o.get::<Option<String>>("contract")?.unwrap_or_else(|| "fp32".into());
-    Ok(cache::CacheHeader::new(&contract, table.n, table.dim, o.get("length")?, &table.sha256, starts))
+    Ok(json::CacheHeader::new(&contract, table.n, table.dim, o.get("length")?, &table.sha256, starts))
 }
 
 /// `files.write_cache(path, { contract, table, length, sequences })`: the
@@ -29,19 +32,19 @@ fn write_cache(path: &str, o: &LuaTable) -> mlua::Result<()> {
     let sequences: U32s = o.get("sequences")?;
     let flat = sequences.as_slice("sequences")?;
     let length: usize = o.get("length")?;
-    cache::check_whole(flat.len(), length)?;
+    json::check_whole(flat.len(), length)?;
     let starts: Vec<u32> = flat.iter().step_by(length).copied().collect();
     let header = cache_header(o, &table.0, &starts)?;
-    Ok(cache::write(path, &header, flat)?)
+    Ok(json::write(path, &header, flat)?)
 }
 
 /// `shard = { index, count, starts = the whole run's starts }` of a
 /// checkpoint whose `starts` must be that shard's block.
-fn shard_of(o: &LuaTable, starts: &[u32]) -> mlua::Result<Option<shard::Shard>> {
+fn shard_of(o: &LuaTable, starts: &[u32]) -> mlua::Result<Option<header::Shard>> {
     let Some(s) = o.get::<Option<LuaTable>>("shard")? else { return Ok(None) };
     let all: U32s = s.get("starts")?;
     let all = all.as_slice("shard.starts")?;
-    let sh = shard::Shard::new(s.get("index")?, s.get("count")?, all)?;
+    let sh = header::Shard::new(s.get("index")?, s.get("count")?, all)?;
     if all[sh.block()?] != *starts {
         return Err(Error::Usage("checkpoint: starts are not the shard's block of shard.starts".into()).into());
     }
@@ -87,7 +90,7 @@ fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
 /// sequences = array }: a whole cache of either form in memory.
 fn read_cache(lua: &Lua, path: &str) -> mlua::Result<LuaTable> {
     let form = Form::of_file(path)?;
-    let (part, flat) = cache_io::read_all(path)?;
+    let (part, flat) = cache_reader::read_all(path)?;
     let h = part.header;
     let t = lua.create_table()?;
     t.set("contract", h.contract)?;
@@ -114,7 +117,7 @@ fn convert(lua: &Lua, input: &str, out: &str, o: Option<LuaTable>) -> mlua::Resu
         Some(form) => form,
         None => Form::of_file(input)?.other(),
     };
-    let done = cache_io::convert(input, out, form)?;
+    let done = convert::convert(input, out, form)?;
     let t = lua.create_table()?;
     t.set("form", done.form.name())?;
     t.set("sequences", done.sequences)?;
@@ -132,7 +135,7 @@ pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
     t.set(
         "shard_block",
         function(lua, |_, (total, index, count): (usize, usize, usize)| {
-            let b = shard::block(total, index, count)?;
+            let b = header::block(total, index, count)?;
             Ok((b.start, b.len()))
         })?,
     )?;

@@ -1,4 +1,4 @@
-//! `CheckpointHandle`: the checkpoint of `run` (`contract::checkpoint`), or
+//! `CheckpointHandle`: the checkpoint of `run` (`durable::checkpoint`), or
 //! the stream of `run --out -`, for Lua: `cp.done`, `cp.total`, `cp.path`,
 //! `cp.notes` (lines for the user: a stale lock taken over, batches that
 //! failed their check and are recomputed), `cp:append(sequences)`,
@@ -24,7 +24,7 @@ use mlua::{Lua, UserData, UserDataFields};
 
 use super::arrays::U32s;
 use super::boundary::{methods_index, Methods};
-use crate::contract::checkpoint::BatchSink;
+use crate::durable::checkpoint::BatchSink;
 use crate::error::{Error, Result};
 
 type Checkpoint = Box<dyn BatchSink>;

@@ -19,12 +19,12 @@ use super::recorder::LuaRecorder;
 use super::shaders::Spirv;
 use super::upload::LuaUpload;
 use crate::error::{Error, Result};
-use crate::vk::adapter::DeviceInfo;
-use crate::vk::buffer::Buffer;
-use crate::vk::commands::Recorder;
-use crate::vk::device::Device;
-use crate::vk::pipeline::{BindGroup, Pipeline};
-use crate::vk::spirv::Interface;
+use crate::gpu::adapter::DeviceInfo;
+use crate::gpu::buffer::Buffer;
+use crate::gpu::commands::Recorder;
+use crate::gpu::device::Device;
+use crate::gpu::pipeline::{BindGroup, Pipeline};
+use crate::gpu::spirv::Interface;
 
 pub struct Context(pub Arc<Device>);
 
@@ -245,7 +245,7 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     // contract's fma is computed on this device, and whether its subnormal
     // cases kept f32 denormals; nil, why if the device cannot meet the contract.
     m.add(lua, "self_test", |_, this: &Context, ()| {
-        let t = crate::selftest::run(&this.0)?;
+        let t = crate::gpu::selftest::run(&this.0)?;
         Ok((t.fma.name(), if t.denormals_kept { "kept" } else { "flushed" }))
     })?;
     m.add(lua, "validation_messages", |_, this: &Context, ()| Ok(this.0.validation_messages()))?;
@@ -285,7 +285,7 @@ fn begin_upload_table(this: &Context, e: &Embeddings, layout: &str, name: Option
         if columns {
             transpose_into(bytemuck::cast_slice_mut(staged), &t.data, t.n, t.dim);
         } else {
-            crate::vk::transfer::parallel_copy(staged, values);
+            crate::gpu::transfer::parallel_copy(staged, values);
         }
     })?;
     Ok((LuaBuffer(buf), LuaUpload(pending)))

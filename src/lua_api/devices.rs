@@ -5,9 +5,9 @@ use mlua::{Lua, Table as LuaTable, Value};
 use super::boundary::function;
 use super::context::{info_table, Context};
 use crate::error::Error;
-use crate::vk::adapter::{self, DeviceSelector};
-use crate::vk::device::{timeout_from_env, timeout_from_seconds, Device};
-use crate::vk::instance::Instance;
+use crate::gpu::adapter::{self, DeviceSelector};
+use crate::gpu::device::{timeout_from_env, timeout_from_seconds, Device};
+use crate::gpu::instance::Instance;
 
 fn selector(v: Value) -> mlua::Result<DeviceSelector> {
     Ok(match v {

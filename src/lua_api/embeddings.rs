@@ -8,8 +8,9 @@ use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Va
 
 use super::arrays::{transpose, HostArray, U32s};
 use super::boundary::{function, methods_index, Methods};
-use crate::contract::{fp16, gram, synth, table::Table, table_file};
+use crate::contract::{fp16, gram, table::Table};
 use crate::error::Error;
+use crate::table::{fp16_file, synth, table_file};
 
 /// A loaded table, and its rows' norm bounds once asked for: the Gram and
 /// tensor certificates and the tensor filter's slices each need them, and a
@@ -176,9 +177,9 @@ pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
     // divgpu.load_embeddings(path) -> the table of an embeddings.json or .npy
     m.set("load_embeddings", function(lua, |_, path: String| Ok(Embeddings::new(table_file::load(&path)?)))?)?;
     // divgpu.load_fp16(json_path) -> the table E' = (f32)E16 from the .bin next to it
-    m.set("load_fp16", function(lua, |_, path: String| Ok(Embeddings::new(fp16::load(&path)?)))?)?;
+    m.set("load_fp16", function(lua, |_, path: String| Ok(Embeddings::new(fp16_file::load(&path)?)))?)?;
     // divgpu.convert_fp16(json_path) -> bin_path, meta_path
-    m.set("convert_fp16", function(lua, |_, path: String| Ok(fp16::convert(&path)?))?)?;
+    m.set("convert_fp16", function(lua, |_, path: String| Ok(fp16_file::convert(&path)?))?)?;
     m.set("synth", function(lua, |_, o: LuaTable| synthesize(o))?)?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The safe write path for Lua (`contract::safe_write`, `contract::lock`),
+//! The safe write path for Lua (`durable::safe_write`, `durable::lock`),
 //! in `divgpu.files` beside the run's files (`caches.rs`):
 //!
 //! - `files.check{ outputs = {{option, path}, ...}, inputs = {...}, stdout = bool }`:
@@ -22,9 +22,9 @@ use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, Value};
 
 use super::boundary::{function, methods_index, Methods};
 
-use crate::contract::checkpoint::{lock_note, lock_path};
-use crate::contract::lock::Lock;
-use crate::contract::safe_write::{check_files, Named, Output};
+use crate::durable::checkpoint::{lock_note, lock_path};
+use crate::durable::lock::Lock;
+use crate::durable::safe_write::{check_files, Named, Output};
 use crate::error::{Error, Result};
 
 pub struct LockHandle {

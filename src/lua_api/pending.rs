@@ -14,8 +14,8 @@ use super::boundary::{methods_index, Methods};
 use super::buffer::LuaBuffer;
 use super::pipeline::LuaPipeline;
 use crate::error::{Error, Result};
-use crate::vk::buffer::Buffer;
-use crate::vk::pipeline::Pipeline;
+use crate::gpu::buffer::Buffer;
+use crate::gpu::pipeline::Pipeline;
 
 /// What a pending object makes.
 #[derive(Clone)]

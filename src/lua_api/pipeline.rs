@@ -7,8 +7,8 @@ use std::sync::Arc;
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields};
 
 use super::boundary::{methods_index, Methods};
-use crate::vk::pipeline::{BindGroup, Pipeline};
-use crate::vk::spirv::Interface;
+use crate::gpu::pipeline::{BindGroup, Pipeline};
+use crate::gpu::spirv::Interface;
 
 pub struct LuaPipeline(pub Arc<Pipeline>);
 pub struct LuaBindGroup(pub Arc<BindGroup>);

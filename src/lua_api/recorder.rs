@@ -8,7 +8,7 @@ use super::arrays::HostArray;
 use super::buffer::LuaBuffer;
 use super::pipeline::LuaBindGroup;
 use crate::error::Error;
-use crate::vk::commands::Recorder;
+use crate::gpu::commands::Recorder;
 
 pub struct LuaRecorder(pub Recorder);
 

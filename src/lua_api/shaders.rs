@@ -128,14 +128,14 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, TYPE)?;
     m.add(lua, "push_size", |_, this: &Spirv, ()| {
-        let r = crate::vk::spirv::reflect(&this.words).map_err(Error::Shader)?;
+        let r = crate::gpu::spirv::reflect(&this.words).map_err(Error::Shader)?;
         Ok(r.push_constant_size)
     })?;
     // spirv:check(descriptor) -> true, or false, why: the kernel descriptor's
     // interface against this SPIR-V, as ctx:pipeline checks it, without a
     // device (so a kernel lavapipe cannot run is checked too).
     m.add(lua, "check", |_, this: &Spirv, d: LuaTable| {
-        let r = crate::vk::spirv::reflect(&this.words).map_err(Error::Shader)?;
+        let r = crate::gpu::spirv::reflect(&this.words).map_err(Error::Shader)?;
         Ok(match r.check(&super::pipeline::interface_of(&d)?) {
             Ok(()) => (true, None),
             Err(why) => (false, Some(why)),

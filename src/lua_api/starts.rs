@@ -1,4 +1,4 @@
-//! Starts from a file or a seeded sample (`contract::starts`), in `divgpu.files`:
+//! Starts from a file or a seeded sample (`table::starts`), in `divgpu.files`:
 //!
 //! - `files.read_starts(path, n)` -> u32 array: one item index a line, each
 //!   below n; nil and a message naming the file and the line otherwise;
@@ -12,8 +12,8 @@ use mlua::{Lua, Table as LuaTable};
 use super::arrays::HostArray;
 use super::boundary::function;
 
-use crate::contract::starts;
 use crate::error::Error;
+use crate::table::starts;
 
 /// A whole number in 0..=2^53 (what a Lua number holds exactly), or misuse
 /// naming the call and the argument.

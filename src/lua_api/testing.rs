@@ -12,7 +12,7 @@ pub fn table(lua: &Lua, types: &'static [&'static str]) -> mlua::Result<LuaTable
     let t = lua.create_table()?;
     // testing.validation_messages() -> every validation message of every
     // context opened with echo (the tests fail on any).
-    t.set("validation_messages", function(lua, |_, ()| Ok(crate::vk::instance::all_validation_messages()))?)?;
+    t.set("validation_messages", function(lua, |_, ()| Ok(crate::gpu::instance::all_validation_messages()))?)?;
     t.set("png_stats", super::plot::png_stats_function(lua)?)?;
     t.set("scaled_gram_rows", super::jobs::scaled_gram_rows(lua)?)?;
     // testing.userdata_methods() -> { Type = { name, ... } }: every method of
@@ -33,15 +33,15 @@ pub fn table(lua: &Lua, types: &'static [&'static str]) -> mlua::Result<LuaTable
     // testing.delay_uploads(seconds): every later upload takes at least this
     // long from its submission (0 turns it off): tests/multidevice_spec.lua
     // shows the devices' uploads overlap.
-    t.set("delay_uploads", function(lua, |_, seconds: f64| Ok(crate::vk::transfer::set_upload_delay(seconds)?))?)?;
+    t.set("delay_uploads", function(lua, |_, seconds: f64| Ok(crate::gpu::transfer::set_upload_delay(seconds)?))?)?;
     // testing.inject_fault(kind), inject_write_fault(kind): only in the
     // fault-injection build.
     #[cfg(feature = "fault-injection")]
-    t.set("inject_fault", function(lua, |_, kind: String| Ok(crate::vk::fault::arm(&kind)?))?)?;
+    t.set("inject_fault", function(lua, |_, kind: String| Ok(crate::gpu::fault::arm(&kind)?))?)?;
     #[cfg(feature = "fault-injection")]
     t.set(
         "inject_write_fault",
-        function(lua, |_, kind: String| Ok(crate::contract::safe_write::fault::arm(&kind)?))?,
+        function(lua, |_, kind: String| Ok(crate::durable::safe_write::fault::arm(&kind)?))?,
     )?;
     Ok(t)
 }

@@ -6,7 +6,7 @@ use mlua::{Lua, UserData, UserDataFields};
 
 use super::boundary::{methods_index, Methods};
 use super::recorder::rest_of_timeout;
-use crate::vk::transfer::PendingUpload;
+use crate::gpu::transfer::PendingUpload;
 
 /// None: an empty array, nothing to copy.
 pub struct LuaUpload(pub Option<PendingUpload>);

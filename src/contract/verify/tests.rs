@@ -2,16 +2,16 @@ use std::fs;
 use std::path::PathBuf;
 
 use super::*;
-use crate::contract::cache::CacheHeader;
-use crate::contract::cache_io::{CacheWriter, Form};
-use crate::contract::shard::PartHeader;
-use crate::contract::synth;
+use crate::cache::cache_io::{CacheWriter, Form};
+use crate::cache::header::PartHeader;
+use crate::cache::json::CacheHeader;
+use crate::table::synth;
 
 const LENGTH: usize = 5;
 
 /// A new empty folder for `test`.
 fn tmp(test: &str) -> PathBuf {
-    crate::contract::test_support::tmp("verify", test)
+    crate::test_support::tmp("verify", test)
 }
 
 fn table() -> Arc<Table> {

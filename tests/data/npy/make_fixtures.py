@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the .npy test files of this folder with NumPy itself, so the
 reader is tested on what numpy writes (not only on files made by divgpu or
-by hand in src/contract/npy.rs). The files are committed; rerun with any
+by hand in src/table/npy.rs). The files are committed; rerun with any
 Python that has numpy (2.4.6 made them):
 
     python3 tests/data/npy/make_fixtures.py

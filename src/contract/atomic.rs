@@ -1,6 +1,0 @@
-//! `write_atomically`, kept under its old name for its callers: the one safe
-//! write path is `safe_write` (temporary file made exclusively beside the
-//! resolved target, synced, renamed; links written through; non-regular
-//! targets refused).
-
-pub use super::safe_write::write_atomically;

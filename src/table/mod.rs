@@ -1,0 +1,13 @@
+//! The inputs: an embedding table read from (and written to) its files,
+//! `embeddings.json` (`json`), `.npy` with its sidecar (`npy`,
+//! `npy_header`), the FP16 files (`fp16_file`), chosen by extension
+//! (`table_file`); synthetic tables (`synth`); and the starts, from a file
+//! or a seeded sample (`starts`). The table itself is
+//! `contract::table::Table`.
+pub mod fp16_file;
+pub mod json;
+pub mod npy;
+pub mod npy_header;
+pub mod starts;
+pub mod synth;
+pub mod table_file;
