@@ -29,12 +29,13 @@
 // So a step whose window is one item has one barrier; any other four (the
 // fourth orders the window's rows staged in shared memory before the chains).
 //
-// Variants (defines): DIVGPU_COLUMNS (table layout), DIVGPU_GRAM_CHECK
-// (instrumented: rescore every candidate, record max |exact - a_j| / Bhat),
-// DIVGPU_BOUND_SCALE (the bound's factor, 1.0; tests shrink it),
-// The non-vacuity twins are source patches outside shaders/
-// (tests/kernels/gram_perturb.lua, DIVGPU_GRAM_PERTURB), as are the bench's
-// probes (bench/kernels/gram_floor.lua, gram_uniform.lua, gram_warp_uniform.lua).
+// Variants (axes file): DIVGPU_COLUMNS (table layout). The instrumented
+// build (rescore every candidate, record max |exact - a_j| / Bhat:
+// tests/kernels/gram_check.lua), the bound's factor (tests shrink it:
+// tests/kernels/bound_scale.lua), the non-vacuity twins
+// (tests/kernels/gram_perturb.lua) and the bench's probes
+// (bench/kernels/gram_floor.lua, gram_uniform.lua, gram_warp_uniform.lua) are
+// source patches outside shaders/, applied at run time by device.shader.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -43,12 +44,6 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 
-#ifndef DIVGPU_GRAM_CHECK
-#define DIVGPU_GRAM_CHECK 0
-#endif
-#ifndef DIVGPU_BOUND_SCALE
-#define DIVGPU_BOUND_SCALE 1.0lf
-#endif
 
 layout(local_size_x_id = 0) in;                         // threads per workgroup (sequence)
 layout(constant_id = 1) const uint MAX_DIM = 1;         // shared centroid size (>= pc.dim)
@@ -114,9 +109,6 @@ shared uint window[WINDOW_CAPACITY];
 shared uint window_count[2];
 shared uint red_key[SUBGROUP_SLOTS];
 shared uint red_best[SUBGROUP_SLOTS];
-#if DIVGPU_GRAM_CHECK
-shared double red_ratio[SUBGROUP_SLOTS];
-#endif
 
 #include "contract.glsl"
 
@@ -260,7 +252,7 @@ double step_bound(dvec2 norm2, uint m_items) {
     const double chain = rho * wc_norm + U32 * cs_norm + TINY * sqrt(D);
     const double err = P * (chain + kappa * chosen_norms) + IMAX * D * TINY * (1.0lf + 2.0lf * D * U32) + g_abs;
     const double amax = P * (cs_norm + kappa * chosen_norms) + g_abs;  // >= |approx_j|
-    return DIVGPU_BOUND_SCALE * SLACK * ((1.0lf + U32) * err + U32 * amax + TINY);
+    return SLACK * ((1.0lf + U32) * err + U32 * amax + TINY);
 }
 
 // The contract's order as one u32 per score (contract_key) and the index.
@@ -358,19 +350,6 @@ void collect_window(double tau, uint parity) {
     }
 }
 
-#if DIVGPU_GRAM_CHECK
-// max |exact - approx_j| / Bhat over this thread's unmasked candidates.
-double check_ratio(double bound) {
-    spill_register_page();
-    double worst = 0.0lf;
-    uint j;
-    double a;
-    for (uint q = 0u; candidate(q, j, a); ++q) {
-        if (a != INF) worst = max(worst, abs(double(contract_score(j, pc.dim)) - a) / bound);
-    }
-    return worst;
-}
-#endif
 
 // ---- loading and saving the state around a dispatch ----
 void load_state() {
@@ -420,9 +399,6 @@ void main() {
     uint window_total = 0u, window_ones = 0u, fallbacks = 0u, window_max = state_u32[state + GRAM_S_WINDOW_MAX];
     uint hist[GRAM_HIST_BINS];
     [[unroll]] for (uint b = 0u; b < GRAM_HIST_BINS; ++b) hist[b] = 0u;
-#if DIVGPU_GRAM_CHECK
-    double worst_ratio = state_f64[seq * GRAM_STATE_F64 + GRAM_T_RATIO];
-#endif
     if (tid == 0u) {
         window_count[0] = 0u;
         window_count[1] = 0u;
@@ -520,19 +496,6 @@ void main() {
             reduce_best(best_key, best_j, chosen_key, winner);  // B3 inside
         }
 
-#if DIVGPU_GRAM_CHECK
-        {
-            double r = subgroupMax(check_ratio(bound));
-            if (subgroupElect()) red_ratio[gl_SubgroupID] = r;
-            // Orders the ratios before thread 0 reads them.
-            barrier();
-            if (tid == 0u) {
-                for (uint s = 0u; s < gl_NumSubgroups; ++s) worst_ratio = max(worst_ratio, red_ratio[s]);
-            }
-            // Orders every read of `center` and red_ratio before the next step writes them.
-            barrier();
-        }
-#endif
         if (tid == 0u) {
             winners[seq * pc.ring + t % pc.ring] = winner;
             window_total += count;
@@ -553,8 +516,5 @@ void main() {
         state_u32[state + GRAM_S_WINDOW_MAX] = window_max;
         [[unroll]] for (uint b = 0u; b < GRAM_HIST_BINS; ++b) state_u32[state + GRAM_S_HIST + b] += hist[b];
         state_f64[seq * GRAM_STATE_F64 + GRAM_T_NORMS] = chosen_norms;
-#if DIVGPU_GRAM_CHECK
-        state_f64[seq * GRAM_STATE_F64 + GRAM_T_RATIO] = worst_ratio;
-#endif
     }
 }

@@ -19,10 +19,10 @@
 //                   its members by the contract's chain, or a full exact scan;
 //                   the winner appended to the sequence.
 //
-// Variants (defines): DIVGPU_TENSOR_CHECK (instrumented: max |score - â| / B̂
-// over every candidate-step), DIVGPU_BOUND_SCALE (the bound's factor, 1.0;
-// tests shrink it). The twins are source patches outside shaders/
-// (tests/kernels/tensor_perturb.lua, DIVGPU_TENSOR_PERTURB).
+// The instrumented build (max |score - â| / B̂ over every candidate-step:
+// tests/kernels/tensor_check.lua), the bound's factor (tests shrink it:
+// tests/kernels/bound_scale.lua) and the twins (tests/kernels/tensor_perturb.lua)
+// are source patches outside shaders/, applied at run time by device.shader.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -30,12 +30,6 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 
-#ifndef DIVGPU_TENSOR_CHECK
-#define DIVGPU_TENSOR_CHECK 0
-#endif
-#ifndef DIVGPU_BOUND_SCALE
-#define DIVGPU_BOUND_SCALE 1.0lf
-#endif
 
 layout(local_size_x_id = 0) in;                          // threads per workgroup
 layout(constant_id = 1) const uint MAX_DIM = 1;          // shared centroid size (>= pc.dim)
@@ -203,7 +197,7 @@ void slice_centroid() {
         const double err = P * rho * sqrt(norms.x) + IMAX * Dd * TINY * (1.0lf + 2.0lf * Dd * U32)  // (c)
                          + dropped + c_hat * R + c_rem * EHAT + c_rem * R;            // (a), (b)
         const double amax = (1.0lf + E64) * (P * sqrt(norms.y) + err);
-        const double bound = DIVGPU_BOUND_SCALE * SLACK * ((1.0lf + U32) * err + (U32 + 2.0lf * E64) * amax + TINY);
+        const double bound = SLACK * ((1.0lf + U32) * err + (U32 + 2.0lf * E64) * amax + TINY);
         state_f64[s * STATE_F64 + F_BOUND] = bound;
         state_f64[s * STATE_F64 + F_EXPONENT] = double(exponent);
         state_f64[s * STATE_F64 + F_SLICEABLE] = sliceable ? 1.0lf : 0.0lf;
@@ -242,9 +236,6 @@ void products() {
     const uint j = tile * threads + tid;  // pc.tile_width == threads on this path
     double a = INF;
     if (j < pc.num_items && !is_masked(s, j)) a = approx(s, j);
-#if DIVGPU_TENSOR_CHECK
-    if (j < pc.num_items) a_exact[s * pc.num_items + j] = a;
-#endif
     // The tile's two smallest and the index of the smallest (as gram.comp).
     const double m1 = subgroupMin(a);
     const uvec4 at_min = subgroupBallot(a == m1);
@@ -413,17 +404,6 @@ void decide() {
         }
         winner = reduce_best(best_key, best_j);
     }
-#if DIVGPU_TENSOR_CHECK
-    {
-        double worst = 0.0lf;
-        for (uint j = tid; j < n; j += threads) {
-            if (is_masked(s, j) || !sliceable) continue;
-            worst = max(worst, abs(double(contract_score(j, pc.dim)) - a_exact[s * n + j]) / bound);
-        }
-        worst = workgroup_max(worst);
-        if (tid == 0u) state_f64[s * STATE_F64 + F_RATIO] = max(state_f64[s * STATE_F64 + F_RATIO], worst);
-    }
-#endif
     // Append the winner: ring slot, mask bit, counters, f64 centroid sum.
     if (tid == 0u) {
         const uint st = s * GRAM_STATE_U32;

@@ -25,14 +25,11 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 
-// The campaign's twin (A_3 without p_2 q_1) and the bench's products-only
-// levels are source patches outside shaders/ (tests/kernels/coopmat_perturb.lua,
-// bench/kernels/coopmat_products_only.lua).
-// DIVGPU_COOPMAT_EXPORT = 1 (the campaign's parity check): every pair's â
-// also stored, as f64, in the binding `a_exact` (the descriptor's `export`).
-#ifndef DIVGPU_COOPMAT_EXPORT
-#define DIVGPU_COOPMAT_EXPORT 0
-#endif
+// The campaign's parity check (every pair's â also stored, as f64, in the
+// binding `a_exact`: bench/kernels/coopmat_export.lua, the descriptor's
+// `export`), its twin (A_3 without p_2 q_1: tests/kernels/coopmat_perturb.lua)
+// and the bench's products-only levels (bench/kernels/coopmat_products_only.lua)
+// are source patches outside shaders/, applied at run time by device.shader.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 // same; tests/tensor_spec.lua checks it): 128 x 128 pairs a workgroup, 394
 // useful TOPS on the H200 (bench/results/2026-12-04_h200_75d38f4). In the
@@ -87,9 +84,6 @@ layout(std430, set = 0, binding = 3) readonly buffer Masks { uint mask[]; };
 layout(std430, set = 0, binding = 4) readonly buffer StateF64 { double state_f64[]; };            // [S][4]
 layout(std430, set = 0, binding = 5) writeonly buffer Partials { dvec2 partial_a[]; };
 layout(std430, set = 0, binding = 6) writeonly buffer PartialIndex { uint partial_j[]; };
-#if DIVGPU_COOPMAT_EXPORT
-layout(std430, set = 0, binding = 7) writeonly buffer AExact { double a_exact[]; };  // [S][N]
-#endif
 
 const uint F_EXPONENT = 1u, STATE_F64 = 4u;
 #define INF uint64BitsToDouble(0x7ff0000000000000ul)
@@ -258,9 +252,6 @@ void take_block(uint s0, uint c0, uint s, uint j0, uvec4 x2[2], uvec4 x3[2], dou
             a = x * (w[e] * scale);
         }
         if (row && j < pc.num_items) {
-#if DIVGPU_COOPMAT_EXPORT
-            a_exact[s * pc.num_items + j] = a;
-#endif
             if (a < best1) {  // j ascending within a lane: the first of equal â is the least j
                 best2 = best1;
                 best1 = a;

@@ -72,8 +72,11 @@ describe("a kernel descriptor is checked against its SPIR-V when the pipeline is
         assert(ok0, "tensor_coopmat: " .. tostring(why0))
         -- tensor_coopmat's export variant (every pair's â stored) fits the export's bindings.
         local coopmat = kernel.descriptor("tensor_coopmat")
-        local source, defines = divgpu.shaders.source("tensor_coopmat")
-        for k, v in pairs(coopmat.export.defines) do defines[k] = v end
+        local _, defines = divgpu.shaders.source("tensor_coopmat")
+        local device = require "divgpu.device"
+        local patches = {}
+        for k, v in pairs(coopmat.export.defines) do patches[#patches + 1] = { k, v, assert(device.patch_for(k)) } end
+        local source = device.patched_source("tensor_coopmat", patches)  -- bench/kernels/coopmat_export.lua
         local export = assert(divgpu.shaders.compile(source, { name = "tensor_coopmat", defines = defines }))
         assert(export:check(with(coopmat, "bindings", coopmat.export.bindings)))
         -- Twin: the default bindings do not fit the export variant, nor the export's the default.

@@ -18,6 +18,11 @@ local PATCHES = {
     DIVGPU_GRAM_WARP_UNIFORM = { shader = "gram", values = { 1 } },
     DIVGPU_COOPMAT_PERTURB = { shader = "tensor_coopmat", values = { 1 } },
     DIVGPU_COOPMAT_PRODUCTS_ONLY = { shader = "tensor_coopmat", values = { 1, 2, 3, 4 } },
+    DIVGPU_COOPMAT_EXPORT = { shader = "tensor_coopmat", values = { 1 } },
+    DIVGPU_GRAM_CHECK = { shader = "gram", values = { 1 } },
+    DIVGPU_TENSOR_CHECK = { shader = "tensor", values = { 1 } },
+    DIVGPU_BOUND_SCALE = { shader = "gram", values = { "1e-9", "0.01lf" }, also = { "tensor", "baseline-fp16-exact" } },
+    DIVGPU_UNDERFLOW_TERM = { shader = "baseline-fp16-exact", values = { 0 }, also = { "tiled-fp16-exact" } },
 }
 
 local function built(name)
@@ -31,7 +36,8 @@ describe("twins and probes are named patches outside shaders/", function()
     it("no shipped source or include names a twin's or probe's define", function()
         local texts = {}
         for _, name in ipairs(divgpu.shaders.names()) do texts[#texts + 1] = (divgpu.shaders.source(name)) end
-        for _, inc in ipairs{ "contract.glsl", "fma.glsl", "flush.glsl", "underflow.glsl", "scan_common.glsl" } do
+        for _, inc in ipairs{ "contract.glsl", "fma.glsl", "flush.glsl", "underflow.glsl", "scan_common.glsl",
+                              "fp16_exact.glsl" } do
             texts[#texts + 1] = divgpu.shaders.include(inc)
         end
         for define in pairs(PATCHES) do
@@ -69,6 +75,16 @@ describe("twins and probes are named patches outside shaders/", function()
             end
         end)
     end
+
+    it("the instrumented builds take a shrunk bound beside them (the tests' pairs), and compile", function()
+        for _, pair in ipairs{ { "gram", "DIVGPU_GRAM_CHECK" }, { "tensor", "DIVGPU_TENSOR_CHECK" } } do
+            local source = device.patched_source(pair[1], { { "DIVGPU_BOUND_SCALE", "0.01lf", device.patch_for("DIVGPU_BOUND_SCALE") },
+                                                             { pair[2], 1, device.patch_for(pair[2]) } })
+            assert.truthy(source:find("double(0.01lf) * SLACK", 1, true))
+            local _, defines = divgpu.shaders.source(pair[1])
+            assert(divgpu.shaders.compile(source, { name = pair[1] .. " checked", defines = defines }))
+        end
+    end)
 
     it("twin: a hunk whose text has drifted is an error naming the patch", function()
         local drifted = { file = "tests/kernels/drifted.lua", [1] = { { find = "no such text", replace = "" } } }

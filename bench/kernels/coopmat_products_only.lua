@@ -12,9 +12,11 @@
 return {
     [1] = {
         { find = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 const bool GLOBAL_LOADS = true;
 const bool STAGE_BARRIERS = true;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -97,9 +99,11 @@ const bool STAGE_BARRIERS = true;
 ]=] } },
     [2] = {
         { find = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 const bool GLOBAL_LOADS = false;
 const bool STAGE_BARRIERS = true;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -182,9 +186,11 @@ const bool STAGE_BARRIERS = true;
 ]=] } },
     [3] = {
         { find = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 const bool GLOBAL_LOADS = false;
 const bool STAGE_BARRIERS = true;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
@@ -316,9 +322,11 @@ const bool STAGE_BARRIERS = true;
 ]=] } },
     [4] = {
         { find = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the
 ]],
           replace = [[
+// are source patches outside shaders/, applied at run time by device.shader.
 const bool GLOBAL_LOADS = false;
 const bool STAGE_BARRIERS = false;
 // The shipped tiling (lua/divgpu/methods/tensor.lua's COOPMAT_TILING says the

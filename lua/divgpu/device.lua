@@ -256,25 +256,36 @@ local function expand(source)
 end
 
 --- The shipped shader `name`'s source, its includes expanded, with the
---- patches' hunks applied: { { define, value, patch }, ... }, each hunk
---- { find = text, replace = text } whose `find` must occur exactly once
---- (else the patch has drifted from the source: an error naming it).
+--- patches' hunks applied: { { define, value, patch }, ... }, the hunks
+--- patch[value] (or patch.any, whose `replace` may hold $VALUE), each
+--- { find = text, replace = text [, optional = true] } whose `find` must
+--- occur exactly once (else the patch has drifted from the source: an error
+--- naming it); an optional hunk may be absent (a patch of several kernels),
+--- but one hunk at least must apply.
 function _M.patched_source(name, patches)
     local source = expand((divgpu.shaders.source(name)))
     for _, p in ipairs(patches) do
         local define, value, patch = p[1], p[2], p[3]
-        local hunks = patch[tonumber(value)] or patch[value]
+        local hunks = patch[tonumber(value)] or patch[value] or patch.any
         if not hunks then
             error(string_format("%s = %s: %s has no such variant", define, tostring(value), patch.file), 0)
         end
+        local applied = 0
         for i, hunk in ipairs(hunks) do
             local at = source:find(hunk.find, 1, true)
             local again = at and source:find(hunk.find, at + 1, true)
-            if not at or again then
+            if again or not (at or hunk.optional) then
                 error(string_format("%s = %s (%s, hunk %d): its text is %s in shader '%s'", define, tostring(value),
                     patch.file, i, at and "not unique" or "not found", name), 0)
             end
-            source = source:sub(1, at - 1) .. hunk.replace .. source:sub(at + #hunk.find)
+            if at then
+                -- `any` takes every value: $VALUE in a hunk stands for it.
+                local replace = hunk.replace:gsub("%$VALUE", function() return tostring(value) end)
+                source, applied = source:sub(1, at - 1) .. replace .. source:sub(at + #hunk.find), applied + 1
+            end
+        end
+        if applied == 0 then
+            error(string_format("%s = %s (%s): no hunk applies to shader '%s'", define, tostring(value), patch.file, name), 0)
         end
     end
     return source
@@ -304,7 +315,9 @@ local function shader(ctx, name, defines)
         if SWITCHES[k] then
             spec[SWITCHES[k]] = is_on(v) and 1 or 0
         elseif _M.patch_for(k) then
-            if is_on(v) then patches[#patches + 1] = { k, v, _M.patch_for(k) } end
+            -- A patch's default value (0 unless it says) is the shipped source.
+            local patch = _M.patch_for(k)
+            if tostring(v) ~= tostring(patch.default or 0) then patches[#patches + 1] = { k, v, patch } end
         else
             plain[k], compiled = v, true
         end

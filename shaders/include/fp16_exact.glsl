@@ -6,7 +6,7 @@
 // Claim: |f_j - s_j| <= B_j for the contract's score s_j, with
 //   B_j = SCALE * ( |c|_2 * K1 + inv_norm[j] * (|c|_1 * K2 + D * K3) + 2^-140 ),
 //   K1 = 2*g_D + 2^-11 + 5u + 2^-20,  K2 = 2^-24,  K3 = 2^-148,
-//   u = 2^-24, g_D = D*u / (1 - D*u), SCALE = 2 (DIVGPU_BOUND_SCALE).
+//   u = 2^-24, g_D = D*u / (1 - D*u), SCALE = 2.
 // Proof. Let a = chain(c, e) and a' = chain(c, h) (each step one fma, one
 // rounding), A = sum|c_d||e_d|, A' = sum|c_d||h_d|.
 //  1. Recursive fma summation with gradual underflow: each rounding is
@@ -37,14 +37,8 @@
 // f_w - B_w <= T. Every candidate with f_j - B_j <= T is rescored exactly and
 // the contract's order picks among them; w is among them, and so is every
 // candidate tied with it, so the tie rule gives the same index.
-// The twin test shrinks SCALE (DIVGPU_BOUND_SCALE) and must see the output change.
-#ifndef DIVGPU_BOUND_SCALE
-#define DIVGPU_BOUND_SCALE 2.0
-#endif
-// The twin of the underflow term: 0 drops K3 (the bound as it was before the underflow term).
-#ifndef DIVGPU_UNDERFLOW_TERM
-#define DIVGPU_UNDERFLOW_TERM 1
-#endif
+// The twin tests shrink SCALE (tests/kernels/bound_scale.lua) or drop K3
+// (tests/kernels/underflow_term.lua) and must see the output change.
 
 float filter_chain(uint j, uint dim) {
     precise float acc = 0.0;
@@ -64,7 +58,7 @@ double bound_k1(uint dim) {
 double filter_bound(uint j, double norm2, double norm1, double k1, uint dim) {
     const double p32 = 1.0lf / 4294967296.0lf;                 // 2^-32, exact
     const double k2 = 1.0lf / 16777216.0lf;                    // 2^-24
-    const double k3 = double(DIVGPU_UNDERFLOW_TERM) * p32 * p32 * p32 * p32 / 1048576.0lf;  // 2^-148
+    const double k3 = p32 * p32 * p32 * p32 / 1048576.0lf;  // 2^-148
     const double tiny = p32 * p32 * p32 * p32 / 4096.0lf;      // 2^-140
-    return double(DIVGPU_BOUND_SCALE) * (norm2 * k1 + double(inv_norm[j]) * (norm1 * k2 + double(dim) * k3) + tiny);
+    return 2.0lf * (norm2 * k1 + double(inv_norm[j]) * (norm1 * k2 + double(dim) * k3) + tiny);
 }
