@@ -99,9 +99,11 @@ test: deps build build/fault/divgpu.so
 
 # The peers' byte tests on the CPU, the campaign protocol's smoke call on
 # lavapipe and the rendered tables' check (tests/peers_test.sh: it makes its
-# own virtual environment with numpy and PyTorch).
+# own virtual environment with numpy and PyTorch); then every bench script
+# that lavapipe can run, on a tiny table (tests/peers_bench_smoke.sh).
 test-peers: deps build
 	tests/peers_test.sh
+	DIVGPU_VALIDATION=1 tests/peers_bench_smoke.sh
 
 # A single-node Slurm on localhost runs a sharded job (a four-task array, then
 # the merge) through deploy/slurm/ and checks the merged cache against a single

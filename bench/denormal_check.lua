@@ -4,7 +4,8 @@
 -- flushes, [0,1,2]); then the shipped poems (which lack the certificate, so
 -- their kernels carry the exact path) against the mirror. Prints one line per
 -- check and "N failed" last.
---   luajit bench/denormal_check.lua
+--   luajit bench/denormal_check.lua [POEM_STARTS [POEM_LENGTH]]
+--   (default 256 starts in full; the smoke test on lavapipe runs 4 x 20)
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
@@ -42,13 +43,15 @@ for _, o in ipairs(shapes) do
 end
 
 local e = assert(divgpu.load_embeddings("assets/embeddings/all-MiniLM-L6-v2/embeddings.json"))
-local starts = divgpu.array("u32", 256)
-for i = 1, 256 do starts[i] = i - 1 end
-local cpu = divgpu.mirror(e, starts, e.n)
+local count = tonumber(arg[1]) or 256
+local length = tonumber(arg[2]) or e.n
+local starts = divgpu.array("u32", count)
+for i = 1, count do starts[i] = i - 1 end
+local cpu = divgpu.mirror(e, starts, length)
 for _, method in ipairs{ "gram", "direct" } do
-    local r, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = starts, length = e.n, method = method })
-    local d = divgpu.first_difference(r, cpu, e.n)
-    check(string.format("poems, 256 starts in full, %s (%.2f s GPU)", method, stats.gpu_seconds), not d,
+    local r, stats = assert(driver.run{ ctx = ctx, embeddings = e, starts = starts, length = length, method = method })
+    local d = divgpu.first_difference(r, cpu, length)
+    check(string.format("poems, %d starts x %d, %s (%.2f s GPU)", count, length, method, stats.gpu_seconds), not d,
         d and string.format("sequence %d step %d", d.row, d.step) or stats.underflow)
 end
 print(failed .. " failed")
