@@ -22,7 +22,11 @@ What it enforces, so no campaign script can forget it:
   long-lived process that loaded the table once (bench/serve_run.lua, the
   peers' --serve), every run after the warm-up; cold: every run a fresh
   process (bin/divgpu run, the peer's command line), divgpu's time its
-  `done in`. The state is written into the file.
+  `done in`. The state is written into the file. Warm is the default and
+  the fairer: cold, divgpu's `done in` holds its pipelines' compile (where
+  the driver's cache misses), while a peer's span starts after its warm-up
+  of tiny kernels (CUDA context, cuBLAS handle), and only its own kernels'
+  lazy loading falls inside it.
 - **The same span on both sides**: from the table in host memory to the
   sequences back in host memory, uploads and every preparation included
   (divgpu's `done in` / driver.run; each peer's `seconds`, see its docstring).
