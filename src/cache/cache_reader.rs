@@ -119,7 +119,9 @@ impl<R: Source> CacheReader<R> {
                 (binary.part().clone(), Sequenced::Binary(binary))
             }
             Form::Json => {
+                let size = src.size().map_err(|e| Error::io(path, e))?;
                 let (part, rest, offset) = read_head(path, &mut src)?;
+                check_json_sizes(path, &part.header, size)?;
                 let sequences = Sequences::new(Cursor::new(rest).chain(src), offset);
                 (part, Sequenced::Json(JsonSequences { sequences, position: 0, firsts: Sha256::new(), ended: false }))
             }
@@ -262,7 +264,8 @@ impl<R: Source> CacheReader<R> {
         batch.length = length;
         batch.positions.clear();
         batch.sequences.clear();
-        let mut seq = Vec::with_capacity(length);
+        // Grown as items are read: a header's length sizes nothing.
+        let mut seq = Vec::with_capacity(length.min(1 << 16));
         while batch.positions.len() < max.max(1) {
             let Some(p) = self.next(&mut seq)? else { break };
             batch.positions.push(p);
@@ -300,6 +303,46 @@ impl<R: Source> CacheReader<R> {
             count += 1;
         }
         Ok(count)
+    }
+}
+
+/// A JSON cache's header against the file's size, before anything is sized
+/// by it: a sequence of L items takes at least 2L + 1 bytes (`[`, L digits,
+/// L - 1 commas, `]`), so a header claiming more than the file can hold (a
+/// length of 2^40 in a file of 2 KB) is refused, not allocated.
+fn check_json_sizes(path: &str, h: &CacheHeader, size: u64) -> Result<()> {
+    if size == 0 {
+        return Ok(()); // not a regular file (a pipe): nothing is sized by the header (`next_batch`)
+    }
+    let line = (h.length as u64).saturating_mul(2).saturating_add(1);
+    if line > size {
+        let msg = format!(
+            "its header says length {}, but one sequence that long needs {line} bytes and the file has {size}: damaged",
+            h.length
+        );
+        return Err(Error::input(path, msg));
+    }
+    if let Some(count) = h.starts_count {
+        let need = (count as u64).saturating_mul(line);
+        if need > size {
+            let msg = format!(
+                "its header says {count} sequences of length {}, at least {need} bytes, but the file has {size}: \
+                 damaged or truncated",
+                h.length
+            );
+            return Err(Error::input(path, msg));
+        }
+    }
+    Ok(())
+}
+
+/// A signal caught while the caller catches them (`interrupt::catch`, as
+/// `convert` and `merge` do) ends a streamed copy between batches: the
+/// writer is dropped, its temporary removed, the output left as it was.
+pub fn stop_if_interrupted() -> Result<()> {
+    match crate::interrupt::caught() {
+        Some(signal) => Err(Error::Refused(format!("interrupted by {signal}; nothing was written"))),
+        None => Ok(()),
     }
 }
 

@@ -3,7 +3,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::cache::cache_io::{CacheWriter, Form};
-use crate::cache::cache_reader::{batch_sequences, Batch, CacheReader};
+use crate::cache::cache_reader::{batch_sequences, stop_if_interrupted, Batch, CacheReader};
 use crate::durable::safe_write::{check_files, Named};
 use crate::error::Result;
 use crate::util::hex;
@@ -43,6 +43,7 @@ pub fn convert(input: &str, output: &str, form: Form) -> Result<Converted> {
     })?;
     let mut batch = Batch::default();
     while reader.next_batch(batch_sequences(part.header.length), &mut batch)? > 0 {
+        stop_if_interrupted()?;
         writer.append(&batch.sequences)?;
     }
     let sequences = writer.done();

@@ -30,6 +30,21 @@ pub struct PartHeader {
     pub shard: Option<Shard>,
 }
 
+impl PartHeader {
+    /// Its sha256s in lower case, as divgpu writes them: a hash is compared
+    /// case-insensitively (`3A7F...` is `3a7f...`), and a cache read back is
+    /// written as a run would have written it.
+    pub fn lowercase_hashes(&mut self) {
+        self.header.embeddings_sha256.make_ascii_lowercase();
+        if let Some(s) = &mut self.header.starts_sha256 {
+            s.make_ascii_lowercase();
+        }
+        if let Some(shard) = &mut self.shard {
+            shard.starts_sha256.make_ascii_lowercase();
+        }
+    }
+}
+
 /// Positions of the starts that part `index` of `count` holds, out of `total`.
 pub fn block(total: usize, index: usize, count: usize) -> Result<Range<usize>> {
     if count == 0 {

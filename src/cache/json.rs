@@ -215,7 +215,7 @@ pub fn check_contents(path: &str, h: &CacheHeader, count: usize, firsts_sha256: 
             format!("has {count} sequences, but its header says starts_count {want}: sequences are missing or extra"),
         ));
     }
-    if firsts_sha256 != sha {
+    if !firsts_sha256.eq_ignore_ascii_case(sha) {
         return Err(Error::input(path, "its sequences' first items do not hash to the header's starts_sha256: altered"));
     }
     Ok(())

@@ -37,9 +37,10 @@ pub(crate) fn read_head<R: Read>(path: &str, r: &mut R) -> Result<(PartHeader, V
         return Err(Error::input(path, "its header does not end before \"sequences\": not a cache written by divgpu run"));
     }
     text.push(b'}');
-    let part: PartHeader = serde_json::from_slice(&text)
+    let mut part: PartHeader = serde_json::from_slice(&text)
         .map_err(|e| Error::input(path, format!("its header cannot be read ({e}): not a cache written by divgpu run")))?;
     json::check_header(path, &part.header)?;
+    part.lowercase_hashes();
     let mut i = pos + KEY.len();
     for want in [b':', b'['] {
         while buf.get(i).is_some_and(|b| b.is_ascii_whitespace()) {

@@ -34,7 +34,7 @@ use std::ops::Range;
 use sha2::{Digest, Sha256};
 
 use crate::cache::cache_io::{CacheWriter, Form};
-use crate::cache::cache_reader::{batch_sequences, Batch, CacheReader};
+use crate::cache::cache_reader::{batch_sequences, stop_if_interrupted, Batch, CacheReader};
 use crate::cache::header::{PartHeader, Shard};
 use crate::cache::json::CacheHeader;
 use crate::durable::safe_write::{check_files, Named};
@@ -119,6 +119,7 @@ pub fn merge_as(out: &str, paths: &[String], form: Form) -> Result<Merged> {
         let mut reader = CacheReader::open(&part.path)?;
         let mut count = 0;
         while reader.next_batch(batch_sequences(length), &mut batch)? > 0 {
+            stop_if_interrupted()?;
             count += batch.len();
             if count > part.block.len() {
                 return Err(part.wrong_count(count));

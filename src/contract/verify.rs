@@ -63,7 +63,7 @@ pub struct Verifier {
 /// The one line saying that `path`'s header names another table than `t`.
 fn other_table(path: &str, reader: &CacheReader, t: &Table) -> Option<String> {
     let h = reader.header();
-    if h.embeddings_sha256 == t.sha256 && h.num_items == t.n && h.dim == t.dim {
+    if h.embeddings_sha256.eq_ignore_ascii_case(&t.sha256) && h.num_items == t.n && h.dim == t.dim {
         return None;
     }
     Some(format!(
@@ -160,10 +160,14 @@ impl Verifier {
             });
         }
         self.done += got;
-        if self.done == self.total && self.difference.is_none() && self.positions.is_some() {
-            // A sample of the JSON form reads on to the end: the file's own checks.
+        if self.done == self.total && self.difference.is_none() && self.reader.form().is_json() {
+            // The JSON form reads on to its end, whatever was checked (every
+            // sequence, the first K or a sample): the file's own checks, that
+            // it holds starts_count sequences whose first items hash to
+            // starts_sha256 (each start once, in order) and nothing after the
+            // last. The binary form's were made on opening.
             let mut rest = Vec::new();
-            self.reader.next(&mut rest)?;
+            while self.reader.next(&mut rest)?.is_some() {}
         }
         Ok(!self.finished())
     }

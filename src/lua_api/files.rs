@@ -13,7 +13,9 @@
 //! - `files.lock(out, { wait, on_wait })` -> lock (`LockHandle`): `OUT.lock`
 //!   taken before the table is read; `lock.note` (a stale lock taken over, a
 //!   wait), `lock:release()`; given to `files.checkpoint(out, { lock = lock })`;
-//! - `files.is_utf8(s)`: whether a string (a path) is valid UTF-8.
+//! - `files.is_utf8(s)`: whether a string (a path) is valid UTF-8;
+//! - `files.kind(path)`: "file", "folder", "fifo", "device", "socket" or
+//!   "other" (links followed, nothing opened), or nil and a message.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -130,6 +132,7 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
     )?;
     t.set("output", function(lua, |_, path: String| Ok(OutputHandle(Mutex::new(Some(Output::create(&path)?)))))?)?;
     t.set("lock", function(lua, |_, (out, o): (String, Option<LuaTable>)| lock(out, o))?)?;
+    t.set("kind", function(lua, |_, path: mlua::String| Ok(kind(&path.as_bytes())?))?)?;
     t.set(
         "is_utf8",
         function(lua, |_, s: Value| {
@@ -140,6 +143,31 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
     Ok(t)
+}
+
+/// `files.kind(path)`: what the path is, links followed, without opening it
+/// (a FIFO is not waited on): "file", "folder", "fifo", "device", "socket"
+/// or "other"; nil and a one-line message when it cannot be seen. An input
+/// read whole (a stats file) is refused unless it is a "file".
+fn kind(path: &[u8]) -> Result<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileTypeExt;
+    let os = std::ffi::OsStr::from_bytes(path);
+    let shown = String::from_utf8_lossy(path).into_owned();
+    let t = std::fs::metadata(os).map_err(|e| Error::io(&shown, e))?.file_type();
+    Ok(if t.is_file() {
+        "file"
+    } else if t.is_dir() {
+        "folder"
+    } else if t.is_fifo() {
+        "fifo"
+    } else if t.is_char_device() || t.is_block_device() {
+        "device"
+    } else if t.is_socket() {
+        "socket"
+    } else {
+        "other"
+    })
 }
 
 /// `files.lock(out, { wait, on_wait })`: on_wait(line) is called while another run holds it.

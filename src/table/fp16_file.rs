@@ -11,6 +11,7 @@ use crate::contract::table::Table;
 use crate::durable::atomic::write_atomically;
 use crate::durable::safe_write::{check_files, Named};
 use crate::error::{Error, Result};
+use crate::table::fp16_shape::json_shape;
 use crate::util::hex;
 
 pub const BIN_NAME: &str = "embeddings_fp16.bin";
@@ -83,10 +84,11 @@ pub fn convert(json_path: &str) -> Result<(String, String)> {
 /// whose `sha256` is the JSON's.
 pub fn load(json_path: &str) -> Result<Table> {
     let (bin, meta_path) = paths(json_path);
-    let meta_text = std::fs::read(&meta_path).map_err(|_| missing(json_path, &bin, &format!("{META_NAME} is missing")))?;
+    let meta_text = read_meta(json_path, &bin, &meta_path)?;
     let json = std::fs::read(json_path).map_err(|e| Error::io(json_path, e))?;
     let sha = hex(&Sha256::digest(&json));
     let (meta, expected) = check_meta(json_path, &bin, &meta_path, &meta_text, &sha)?;
+    check_shape(json_path, &meta_path, &meta, &json)?;
     let mut file = std::fs::File::open(&bin).map_err(|_| missing(json_path, &bin, "the file is missing"))?;
     let size = file.metadata().map_err(|e| Error::io(&bin, e))?.len();
     check_size(json_path, &bin, &meta, size, expected)?;
@@ -111,6 +113,65 @@ pub fn parse(json_path: &str, json_sha: &str, meta_text: &[u8], bin_bytes: &[u8]
     finish(json_path, &bin, &meta, &halves, json_sha.to_string())
 }
 
+/// The longest meta file read (divgpu's are about 300 bytes).
+const META_LIMIT: u64 = 64 << 10;
+
+/// The meta file's bytes, read with a bound: what is not a regular file (a
+/// FIFO, `/dev/zero`, a folder) is refused before a byte is read, and so is
+/// one over `META_LIMIT`. Opened without blocking, so a FIFO is not waited on.
+fn read_meta(json_path: &str, bin: &str, meta_path: &str) -> Result<Vec<u8>> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(meta_path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => missing(json_path, bin, &format!("{META_NAME} is missing")),
+            _ => Error::io(meta_path, e),
+        })?;
+    let kind = file.metadata().map_err(|e| Error::io(meta_path, e))?.file_type();
+    let what = if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a folder")
+    } else if kind.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device node")
+    } else {
+        Some("not a file")
+    };
+    if let Some(what) = what {
+        let msg = format!("{what}, not a regular file: an fp16 meta file is a small JSON file");
+        return Err(Error::input(meta_path, msg));
+    }
+    let mut text = Vec::new();
+    file.take(META_LIMIT + 1).read_to_end(&mut text).map_err(|e| Error::io(meta_path, e))?;
+    if text.len() as u64 > META_LIMIT {
+        return Err(Error::input(meta_path, format!("larger than {META_LIMIT} bytes: not an fp16 meta file")));
+    }
+    Ok(text)
+}
+
+/// The meta file's shape against the JSON table's real one (counted, not
+/// stored): the checksum binds the shape to the halves but is unkeyed, so a
+/// meta edited to 600 x 8 for a 300 x 16 table, its checksum recomputed, is
+/// caught only here.
+fn check_shape(json_path: &str, meta_path: &str, meta: &Fp16Meta, json: &[u8]) -> Result<()> {
+    let (n, dim) = json_shape(json_path, json)?;
+    if (n, dim) != (meta.num_items, meta.dim) {
+        return Err(Error::input(
+            meta_path,
+            format!(
+                "records a table of {} x {}, but {json_path} is {n} x {dim}: edited or damaged; \
+                 run 'divgpu convert-fp16 {json_path}' again",
+                meta.num_items, meta.dim
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn missing(json_path: &str, bin: &str, what: &str) -> Error {
     Error::input(bin, format!("{what}; run 'divgpu convert-fp16 {json_path}' to make it"))
 }
@@ -119,7 +180,7 @@ fn missing(json_path: &str, bin: &str, what: &str) -> Error {
 fn check_meta(json_path: &str, bin: &str, meta_path: &str, meta_text: &[u8], sha: &str) -> Result<(Fp16Meta, u64)> {
     let meta: Fp16Meta =
         serde_json::from_slice(meta_text).map_err(|e| Error::input(meta_path, format!("not a valid meta file: {e}")))?;
-    if sha != meta.embeddings_sha256 {
+    if !sha.eq_ignore_ascii_case(&meta.embeddings_sha256) {
         // {:?}: the meta file's text, quoted and escaped, keeps the error on one line.
         return Err(missing(
             json_path,
@@ -264,4 +325,48 @@ mod file_tests {
         let e = err(&meta("1000000000000", "384", SHA), &[0; 4]);
         assert!(e.contains("mis-sized or truncated"), "{e}");
     }
+
+    /// A table of 6 x 2 beside its fp16 files, in a new folder; the JSON's path.
+    fn converted(test: &str) -> String {
+        let dir = crate::test_support::tmp("fp16", test);
+        let json = dir.join("embeddings.json").display().to_string();
+        let t = Table::from_rows("t", 6, 2, (1..=12).map(|x| x as f32).collect(), None).unwrap();
+        t.write_json(&json).unwrap();
+        convert(&json).unwrap();
+        json
+    }
+
+    // Issue 29, item 13: the checksum binds the shape to the halves but is
+    // unkeyed; a meta edited to 3 x 4 for a 6 x 2 table, its checksum
+    // recomputed, gave a cache of the edited shape. The JSON's real shape decides.
+    #[test]
+    fn a_meta_of_another_shape_than_the_json_is_refused() {
+        let json = converted("shape");
+        let (bin, meta_path) = paths(&json);
+        assert_eq!(load(&json).map(|t| (t.n, t.dim)).ok(), Some((6, 2)), "twin: the pair as written");
+        let bytes = std::fs::read(&bin).unwrap();
+        let mut meta: Fp16Meta = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+        (meta.num_items, meta.dim) = (3, 4);
+        meta.shape_and_bin_sha256 = Some(checksum(3, 4, &bytes));
+        std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+        let e = load(&json).err().expect("refused").to_string();
+        assert!(e.contains("records a table of 3 x 4") && e.contains("is 6 x 2"), "{e}");
+    }
+
+    // Item 17: the meta file is read with a bound, and only a regular file:
+    // /dev/zero was read until memory ran out, a FIFO waited on for ever.
+    #[test]
+    fn a_meta_that_is_not_a_small_regular_file_is_refused() {
+        let json = converted("bounded");
+        let (_, meta_path) = paths(&json);
+        std::fs::remove_file(&meta_path).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &meta_path).unwrap();
+        let e = load(&json).err().expect("refused").to_string();
+        assert!(e.contains("a device node, not a regular file"), "{e}");
+        std::fs::remove_file(&meta_path).unwrap();
+        std::fs::write(&meta_path, vec![b' '; (META_LIMIT + 1) as usize]).unwrap();
+        let e = load(&json).err().expect("refused").to_string();
+        assert!(e.contains("larger than"), "{e}");
+    }
+
 }

@@ -95,3 +95,89 @@ fn another_table_is_a_mismatch_and_a_truncated_cache_an_error() {
     let err = check(&path, &t, Selection::All).err().expect("a truncated binary cache is refused");
     assert!(matches!(err, Error::Input { .. }), "{err}");
 }
+
+/// The JSON cache at `path` with its sequence lines (between the header's two
+/// lines and `]}`) replaced by `edit`'s, and its header's line by `header`'s.
+fn edit_json(path: &str, to: &str, header: impl Fn(&str) -> String, edit: impl Fn(&mut Vec<String>)) -> String {
+    let text = fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut seqs: Vec<String> = lines[2..lines.len() - 1].iter().map(|l| l.trim_end_matches(',').to_string()).collect();
+    edit(&mut seqs);
+    let body = seqs.join(",\n");
+    fs::write(to, format!("{}\n{}\n{body}\n]}}\n", header(lines[0]), lines[1])).unwrap();
+    to.to_string()
+}
+
+// Issue 29, item 3: every mode proves the whole file. The first K (and
+// every sequence) used to stop at starts_count, so a cache cut before its
+// end, a start missing (a sequence replaced by a duplicate), two swapped or
+// one extra passed.
+#[test]
+fn every_mode_reads_a_json_cache_to_its_end() {
+    let (t, d) = (table(), tmp("whole"));
+    let starts: Vec<u32> = (0..8).collect();
+    let good = cache(d.join("good.json"), &t, &starts, Form::Json, |_| {});
+    let extra_row = mirror::run(&t, &[9], LENGTH).unwrap();
+    let extra_line = format!("[{}]", extra_row.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","));
+    let same = |h: &str| h.to_string();
+    let text = fs::read_to_string(&good).unwrap();
+    let cut = d.join("cut.json").display().to_string();
+    fs::write(&cut, &text[..text.trim_end().rfind('\n').unwrap() + 1]).unwrap();
+    let bad = [
+        cut,
+        edit_json(&good, &d.join("dup.json").display().to_string(), same, |s| s[1] = s[0].clone()),
+        edit_json(&good, &d.join("swap.json").display().to_string(), same, |s| s.swap(0, 1)),
+        edit_json(&good, &d.join("extra.json").display().to_string(), same, |s| s.push(extra_line.clone())),
+    ];
+    let modes = [Selection::All, Selection::First(8), Selection::First(2), Selection::Sample { k: 3, seed: 2 }];
+    for mode in modes {
+        // Twin: the good cache passes in every mode.
+        assert_eq!(check(&good, &t, mode).unwrap().difference, None, "{mode:?}");
+        for path in &bad {
+            let err = check(path, &t, mode).err().unwrap_or_else(|| panic!("{path} passed {mode:?}"));
+            assert!(matches!(err, Error::Input { .. }), "{path} {mode:?}: {err}");
+        }
+    }
+}
+
+// Item 9: a header's length (or count) beyond what the file can hold is
+// refused before it sizes anything (it aborted on a 4 TiB allocation).
+#[test]
+fn a_header_beyond_the_file_is_refused_before_any_allocation() {
+    let (t, d) = (table(), tmp("huge"));
+    let starts: Vec<u32> = (0..4).collect();
+    let good = cache(d.join("good.json"), &t, &starts, Form::Json, |_| {});
+    for (field, name) in [("\"length\":5", "length"), ("\"starts_count\":4", "count")] {
+        let huge = field.replace(|c: char| c.is_ascii_digit(), "") + "1099511627776";
+        let to = d.join(format!("{name}.json")).display().to_string();
+        let path = edit_json(&good, &to, |h| h.replace(field, &huge), |_| {});
+        for mode in [Selection::All, Selection::First(1), Selection::Sample { k: 2, seed: 1 }] {
+            let err = check(&path, &t, mode).err().expect("refused");
+            assert!(err.to_string().contains("damaged"), "{name} {mode:?}: {err}");
+        }
+    }
+}
+
+// Item 21: hashes are compared case-insensitively: an upper-case sha256 in a
+// header is the same table and the same starts.
+#[test]
+fn an_upper_case_sha256_is_the_same_hash() {
+    let (t, d) = (table(), tmp("upper"));
+    let starts: Vec<u32> = (0..4).collect();
+    let good = cache(d.join("good.json"), &t, &starts, Form::Json, |_| {});
+    let upper = |h: &str| {
+        let mut out = h.to_string();
+        for key in ["\"embeddings_sha256\":\"", "\"starts_sha256\":\""] {
+            let at = out.find(key).unwrap() + key.len();
+            let hash = out[at..at + 64].to_ascii_uppercase();
+            out.replace_range(at..at + 64, &hash);
+        }
+        out
+    };
+    let path = edit_json(&good, &d.join("upper.json").display().to_string(), upper, |_| {});
+    assert_ne!(fs::read(&path).unwrap(), fs::read(&good).unwrap());
+    for mode in [Selection::All, Selection::First(2), Selection::Sample { k: 2, seed: 1 }] {
+        let v = check(&path, &t, mode).unwrap();
+        assert_eq!((v.other_table.clone(), v.difference.clone()), (None, None), "{mode:?}");
+    }
+}
