@@ -17,11 +17,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::cache::binary_cache::{self, ReadAt, MAGIC};
-use crate::cache::header::PartHeader;
 use crate::cache::json::{self};
-use crate::durable::safe_write::{stdout_file, Output, STDOUT};
-use crate::error::{Error, Result};
+use crate::durable::safe_write::{is_stream, stream_file, Output, STDOUT};
+use crate::cache::header::PartHeader;
 use crate::util::hex;
+use crate::error::{Error, Result};
 
 /// The two forms of a cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -158,7 +158,7 @@ impl CacheWriter {
         form: Form,
         starts: impl FnOnce(&mut PushStart) -> Result<()>,
     ) -> Result<CacheWriter> {
-        if form == Form::Binary && path == STDOUT {
+        if form == Form::Binary && is_stream(path) {
             return Err(Error::Usage(
                 "--out -: a converted or merged binary cache is built in a file (its index is read back from the \
                  starts written first); name a file, or write --format json"
@@ -178,9 +178,9 @@ impl CacheWriter {
         let (Some(total), Some(sha)) = (h.starts_count, h.starts_sha256.clone()) else {
             return Err(Error::Usage(format!("{path}: the cache writer needs a version 2 header (starts_count, starts_sha256)")));
         };
-        let (output, file, name) = if path == STDOUT {
-            std::io::stdout().flush().map_err(|e| Error::io("standard output", e))?;
-            (None, stdout_file()?, "standard output".to_string())
+        let (output, file, name) = if is_stream(path) {
+            let name = if path == STDOUT { "standard output".to_string() } else { path.to_string() };
+            (None, stream_file(path)?, name)
         } else {
             let mut out = Output::create(path)?;
             let file = out.file().try_clone().map_err(|e| Error::io(path, e))?;

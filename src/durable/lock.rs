@@ -1,35 +1,45 @@
-//! One writer per output: `run` holds `OUT.lock` while it writes
-//! OUT and its checkpoint `OUT.checkpoint/`.
+//! One writer per output: every command that writes OUT (`run` with its
+//! checkpoint `OUT.checkpoint/`, `merge`, `convert`, `synth`,
+//! `convert-fp16`, `plot`, `--stats`: `safe_write::Output` takes it) holds
+//! `OUT.lock` while it writes.
 //!
 //! The lock file records who holds it (`{"host", "pid", "started"}`, unix
-//! seconds). It comes into being whole: written to a temporary file, then
-//! linked to its name without replacing anything (`persist_noclobber`), so a
-//! second writer finds either no lock or a complete one. The holder also
-//! keeps an `flock` on it, which the kernel drops when the process dies.
+//! seconds). It comes into being whole: written to a temporary file,
+//! `flock`ed, then linked to its name without replacing anything, so a
+//! second writer finds either no lock or a complete one, held. Every file is
+//! opened through the output's folder (`durable::folder`), never by a path.
 //!
-//! A second run finding the lock:
+//! Liveness is the `flock`, which the kernel drops when the holder dies
+//! (whatever its pid namespace):
 //! - the `flock` is held: a live process owns it, refused at once (or, with
 //!   `wait`, retried every half second);
-//! - the record names this host and a process that is gone: a stale lock of
-//!   a killed run, taken over (rewritten in place while holding the `flock`),
-//!   with a note saying so;
-//! - the record names another host: whether that process lives cannot be told
-//!   from here, so it is refused naming the holder. This is the shared-file-
-//!   system rule: where `flock` does not reach across machines, a lock of a
-//!   crashed machine stays until someone removes `OUT.lock` by hand.
+//! - nobody holds the `flock` and the record names this host (or cannot be
+//!   read): a stale lock of a killed command, whatever its pid, taken over
+//!   (rewritten in place while holding the `flock`), with a note saying so;
+//! - the record names another host: where `flock` does not reach across
+//!   machines (some shared file systems) that process may live, so it is
+//!   refused naming the holder; if that machine died, remove `OUT.lock` by
+//!   hand;
+//! - the file system cannot `flock` at all: the record decides, as the
+//!   fallback: a process of this host that is gone (seen from this pid
+//!   namespace) makes it stale.
 //!
+//! A lock file that is not the caller's (another user's) is never taken over
+//! nor written: refused naming its owner.
 //! Released (dropped), the holder removes the file if it is still its own.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsString;
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::durable::safe_write::{host_name, process_alive, sync_folder, TEMP_PREFIX};
+use crate::durable::folder::{self, stat_of, try_flock, user_name, Folder};
+use crate::durable::safe_write::{host_name, process_alive, sync_folder, Target, Temp};
 use crate::error::{Error, Result};
 
 /// Who holds a lock.
@@ -56,28 +66,16 @@ impl Holder {
 /// A held lock; dropped, it is released.
 #[derive(Debug)]
 pub struct Lock {
+    dir: Arc<Folder>,
+    name: OsString,
     path: PathBuf,
     file: File,
 }
 
-/// `flock(LOCK_EX | LOCK_NB)`: Some(true) taken, Some(false) held by another
-/// open file, None where the file system does not support it.
-fn try_flock(file: &File) -> Option<bool> {
-    // SAFETY: a valid open descriptor.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Some(true);
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EWOULDBLOCK) => Some(false),
-        _ => None,
-    }
-}
-
-/// Whether the open `file` is still the one at `path` (not removed or replaced).
-fn still_at(file: &File, path: &Path) -> bool {
-    match (file.metadata(), fs::symlink_metadata(path)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+/// Whether the open `file` is still the one named `name` in `dir`.
+fn still_at(file: &File, dir: &Folder, name: &OsString) -> bool {
+    match (stat_of(file.as_raw_fd()), dir.stat_at(name)) {
+        (Ok(a), Ok(Some(b))) => a.same_file(&b),
         _ => false,
     }
 }
@@ -107,6 +105,20 @@ pub enum Taken {
     Waited(Holder),
 }
 
+/// The note for a lock taken over, or waited for.
+pub fn note(path: &Path, taken: &Taken) -> Option<String> {
+    match taken {
+        Taken::Free => None,
+        Taken::Stale(h) => Some(format!(
+            "took over the stale lock {} of pid {} on host {} (nobody holds it: that process is gone)",
+            path.display(),
+            h.pid,
+            h.host
+        )),
+        Taken::Waited(h) => Some(format!("{} was released by pid {} on host {}", path.display(), h.pid, h.host)),
+    }
+}
+
 /// What is found at an existing lock.
 enum Found {
     Gone,
@@ -115,37 +127,57 @@ enum Found {
 }
 
 impl Lock {
-    /// Takes the lock at `path` (module comment). `wait`: wait for a live
-    /// holder instead of refusing; `on_wait` is told once whom it waits for.
-    pub fn acquire(path: &Path, wait: bool, mut on_wait: impl FnMut(&str)) -> Result<(Lock, Taken)> {
-        let name = path.display().to_string();
+    /// Takes the lock of the output `target` (`OUT.lock` beside it, module
+    /// comment). `wait`: wait for a live holder instead of refusing;
+    /// `on_wait` is told once whom it waits for.
+    pub fn acquire_for(target: &Target, wait: bool, on_wait: impl FnMut(&str)) -> Result<(Lock, Taken)> {
+        Lock::acquire_in(target.dir.clone(), target.sibling_name(".lock"), target.sibling(".lock"), wait, on_wait)
+    }
+
+    /// Takes the lock at `path` (its folder opened once, the lock opened through it).
+    pub fn acquire(path: &Path, wait: bool, on_wait: impl FnMut(&str)) -> Result<(Lock, Taken)> {
+        let shown = path.display().to_string();
+        let name = path.file_name().ok_or_else(|| Error::input(&shown, "not a file path"))?.to_owned();
         let folder = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
+        let dir = Folder::open(&folder).map_err(|e| Error::io(&shown, e))?;
+        Lock::acquire_in(Arc::new(dir), name, path.to_path_buf(), wait, on_wait)
+    }
+
+    /// Takes the lock `name` in `dir` (`path`: how messages name it).
+    pub fn acquire_in(
+        dir: Arc<Folder>,
+        name: OsString,
+        path: PathBuf,
+        wait: bool,
+        mut on_wait: impl FnMut(&str),
+    ) -> Result<(Lock, Taken)> {
         let me = Holder::me();
         let mut waited: Option<Holder> = None;
+        let shown = path.display().to_string();
         loop {
-            if let Some(lock) = Lock::create(path, &folder, &me)? {
+            if let Some(lock) = Lock::create(&dir, &name, &path, &me)? {
                 let taken = waited.map_or(Taken::Free, Taken::Waited);
                 return Ok((lock, taken));
             }
-            match Lock::inspect(path, &me)? {
+            match Lock::inspect(&dir, &name, &path, &me)? {
                 Found::Gone => continue,
                 Found::Stale(lock, old) => return Ok((lock, Taken::Stale(old))),
                 Found::Held(holder) => {
                     let who = holder.as_ref().map_or("a holder whose record cannot be read".into(), Holder::describe);
                     if !wait {
                         return Err(Error::input(
-                            &name,
+                            &shown,
                             format!(
                                 "another divgpu run is writing this output ({who}); wait for it, or pass --wait \
-                                 (if that process is gone from another host, remove {name})"
+                                 (if that process is gone from another host, remove {shown})"
                             ),
                         ));
                     }
                     if waited.is_none() {
-                        on_wait(&format!("waiting for {name}, held by {who}"));
+                        on_wait(&format!("waiting for {shown}, held by {who}"));
                         waited = Some(holder.unwrap_or_else(|| Holder { host: "?".into(), pid: 0, started: 0 }));
                     }
                     std::thread::sleep(Duration::from_millis(500));
@@ -154,53 +186,75 @@ impl Lock {
         }
     }
 
-    /// A new lock, whole from the start; None when one exists already.
-    fn create(path: &Path, folder: &Path, me: &Holder) -> Result<Option<Lock>> {
-        let name = path.display().to_string();
-        let mut temp = tempfile::Builder::new()
-            .prefix(&format!("{TEMP_PREFIX}{}.{}.", me.host, me.pid))
-            .rand_bytes(10)
-            .tempfile_in(folder)
-            .map_err(|e| Error::input(&name, format!("cannot create the lock: {e}")))?;
-        write_record(temp.as_file_mut(), me).map_err(|e| Error::io(&name, e))?;
-        let _ = try_flock(temp.as_file());
-        match temp.persist_noclobber(path) {
-            Ok(file) => {
-                sync_folder(folder)?;
-                Ok(Some(Lock { path: path.to_path_buf(), file }))
+    /// A new lock, whole and held from the start; None when one exists already.
+    fn create(dir: &Arc<Folder>, name: &OsString, path: &Path, me: &Holder) -> Result<Option<Lock>> {
+        let shown = path.display().to_string();
+        let mut temp = Temp::create(dir.clone(), 0o666).map_err(|e| Error::input(&shown, format!("cannot create the lock: {e}")))?;
+        write_record(temp.file_mut(), me).map_err(|e| Error::io(&shown, e))?;
+        match temp.link_as(name) {
+            Ok(Some(file)) => {
+                sync_folder(dir)?;
+                Ok(Some(Lock { dir: dir.clone(), name: name.clone(), path: path.to_path_buf(), file }))
             }
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
-            Err(e) => Err(Error::input(&name, format!("cannot create the lock: {}", e.error))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(Error::input(&shown, format!("cannot create the lock: {e}"))),
         }
     }
 
     /// An existing lock: gone meanwhile, held, or stale (then taken over).
-    fn inspect(path: &Path, me: &Holder) -> Result<Found> {
-        let name = path.display().to_string();
-        let mut file = match OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path) {
+    fn inspect(dir: &Arc<Folder>, name: &OsString, path: &Path, me: &Holder) -> Result<Found> {
+        let shown = path.display().to_string();
+        // Read-only where it cannot be written (another user's): enough to
+        // flock it and name its owner.
+        let opened = match dir.open_file(name, libc::O_RDWR | libc::O_NONBLOCK, 0) {
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => dir.open_file(name, libc::O_RDONLY | libc::O_NONBLOCK, 0),
+            other => other,
+        };
+        let mut file = match opened {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Gone),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(Error::input(&name, "is a symbolic link, not a lock divgpu made: remove it"));
+                return Err(Error::input(&shown, "is a symbolic link, not a lock divgpu made: remove it"));
             }
-            Err(e) => return Err(Error::io(&name, e)),
+            Err(e) => return Err(Error::io(&shown, e)),
         };
+        let st = stat_of(file.as_raw_fd()).map_err(|e| Error::io(&shown, e))?;
+        if !st.is_file() {
+            return Err(Error::input(&shown, format!("is {}, not a lock divgpu made: remove it", st.kind())));
+        }
         let flocked = try_flock(&file);
-        if !still_at(&file, path) {
+        if !still_at(&file, dir, name) {
             return Ok(Found::Gone); // released (or taken over) meanwhile: look again
         }
         let holder = read_record(&mut file);
-        let stale = match &holder {
-            Some(h) => flocked != Some(false) && h.host == me.host && h.pid != me.pid && !process_alive(h.pid),
-            // Unreadable (a takeover cut by a crash): stale only where our flock proves no holder.
-            None => flocked == Some(true),
+        if flocked == Some(false) {
+            return Ok(Found::Held(holder));
+        }
+        if st.uid != folder::me() {
+            return Err(Error::input(
+                &shown,
+                format!(
+                    "belongs to {}, not to the caller: divgpu takes over only its caller's locks (nobody holds it now; \
+                     if that user's run is over, remove {shown})",
+                    user_name(st.uid)
+                ),
+            ));
+        }
+        let stale = match (&holder, flocked) {
+            // Nobody holds the flock: stale on this host whatever the pid.
+            (Some(h), Some(true)) => h.host == me.host,
+            // Unreadable (a takeover cut by a crash) and nobody holds it.
+            (None, Some(true)) => true,
+            // No flock on this file system: the record decides.
+            (Some(h), _) => h.host == me.host && h.pid != me.pid && !process_alive(h.pid),
+            (None, _) => false,
         };
         if !stale {
             return Ok(Found::Held(holder));
         }
         let old = holder.unwrap_or_else(|| Holder { host: "unknown (an unreadable record)".into(), pid: 0, started: 0 });
-        write_record(&mut file, me).map_err(|e| Error::io(&name, e))?;
-        Ok(Found::Stale(Lock { path: path.to_path_buf(), file }, old))
+        write_record(&mut file, me).map_err(|e| Error::io(&shown, e))?;
+        Ok(Found::Stale(Lock { dir: dir.clone(), name: name.clone(), path: path.to_path_buf(), file }, old))
     }
 
     pub fn path(&self) -> &Path {
@@ -210,15 +264,15 @@ impl Lock {
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        if still_at(&self.file, &self.path) {
-            let _ = fs::remove_file(&self.path);
+        if still_at(&self.file, &self.dir, &self.name) {
+            let _ = self.dir.unlink(&self.name);
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn tmp(name: &str) -> PathBuf {
         crate::test_support::tmp("lock", name)

@@ -5,6 +5,7 @@
 //! cache's bytes and so sits above `cache/`).
 pub mod atomic;
 pub mod checkpoint;
+pub mod folder;
 pub mod hashing;
 pub mod lock;
 pub mod safe_write;

@@ -13,9 +13,9 @@ use super::files::LockHandle;
 use super::verify;
 use crate::cache::cache_io::Form;
 use crate::cache::{cache_reader, convert};
+use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
 use crate::cache::{header, json, shard};
 use crate::contract::table::Table;
-use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
 use crate::durable::safe_write;
 use crate::error::Error;
 
@@ -74,8 +74,8 @@ fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
     let restart = o.get::<Option<bool>>("restart")?.unwrap_or(false);
     let part = shard_of(o, starts)?;
     let form = form_option(o)?.unwrap_or_default();
-    let sink: Box<dyn BatchSink> = if out == safe_write::STDOUT {
-        Box::new(StdoutCache::new_form(&header, part, starts, form)?)
+    let sink: Box<dyn BatchSink> = if safe_write::is_stream(out) {
+        Box::new(StdoutCache::to_stream(out, &header, part, starts, form)?)
     } else {
         let lock = match o.get::<Option<UserDataRef<LockHandle>>>("lock")? {
             Some(lock) => Some(lock.take()?),
@@ -130,6 +130,13 @@ pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
     t.set("write_cache", function(lua, |_, (path, o): (String, LuaTable)| write_cache(&path, &o))?)?;
     t.set("read_cache", function(lua, |lua, path: String| read_cache(lua, &path))?)?;
     t.set("checkpoint", function(lua, |_, (out, o): (String, LuaTable)| checkpoint(&out, &o))?)?;
+    // files.is_stream(path): whether an output path is a stream (-,
+    // /dev/stdout, /dev/stderr, /dev/fd/N, /proc/PID/fd/N), written to its
+    // descriptor with no temporary, lock or checkpoint.
+    t.set(
+        "is_stream",
+        function(lua, |_, s: mlua::String| Ok(std::str::from_utf8(&s.as_bytes()).is_ok_and(safe_write::is_stream)))?,
+    )?;
     // files.shard_block(total, index, count) -> first, count: the 0-based
     // positions of part `index` of `count` among `total` starts.
     t.set(

@@ -16,13 +16,13 @@ use std::io::{self, Read, Write};
 
 use sha2::Digest;
 
-use crate::contract::table::{check_labels, RowCheck, Table};
-use crate::durable::atomic::write_atomically;
+use crate::durable::safe_write::write_together;
 use crate::durable::hashing::{Hashing, HashingWriter};
-use crate::error::{Error, Result};
-use crate::table::json::Id;
 use crate::table::npy_header;
+use crate::contract::table::{check_labels, RowCheck, Table};
+use crate::table::json::Id;
 use crate::util::hex;
+use crate::error::{Error, Result};
 
 /// The values are read and checked in pieces of about this many bytes.
 const CHUNK_BYTES: usize = 4 << 20;
@@ -259,12 +259,13 @@ fn read_sidecar(side_path: &str, bytes: &[u8], npy_path: &str, n: usize) -> Resu
 }
 
 /// Writes `table` as `path` (.npy, a version 1.0 header) and its
-/// sidecar, each atomically. The sidecar is always written (with the npy's
-/// sha256), so one left from an earlier table never labels this one.
+/// sidecar, together (`write_together`: neither is written unless both can
+/// be). The sidecar is always written (with the npy's sha256), so one left
+/// from an earlier table never labels this one.
 pub fn write(table: &Table, path: &str) -> Result<()> {
-    let mut sha256 = String::new();
-    write_atomically(path, |w| {
-        let mut out = HashingWriter::new(w);
+    write_together(&[path, &sidecar_path(path)], |w| {
+        let [npy, side] = w else { return Err("two outputs expected".into()) };
+        let mut out = HashingWriter::new(npy);
         out.write_all(&npy_header::format(&[table.n as u64, table.dim as u64]))?;
         if cfg!(target_endian = "little") {
             out.write_all(bytemuck::cast_slice(&table.data))?;
@@ -273,13 +274,10 @@ pub fn write(table: &Table, path: &str) -> Result<()> {
                 out.write_all(&x.to_le_bytes())?;
             }
         }
-        sha256 = hex(&out.hasher.finalize());
-        Ok(())
-    })?;
-    let sidecar = SidecarOut { model: &table.model, embeddings_sha256: &sha256, ids: &table.ids, titles: &table.titles };
-    write_atomically(&sidecar_path(path), |w| {
-        serde_json::to_writer(&mut *w, &sidecar)?;
-        w.write_all(b"\n")?;
+        let sha256 = hex(&out.hasher.finalize());
+        let sidecar = SidecarOut { model: &table.model, embeddings_sha256: &sha256, ids: &table.ids, titles: &table.titles };
+        serde_json::to_writer(&mut *side, &sidecar)?;
+        side.write_all(b"\n")?;
         Ok(())
     })
 }

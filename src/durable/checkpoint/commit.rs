@@ -1,40 +1,43 @@
 //! A checkpoint written: each batch appended and recorded, then the finished
 //! cache installed onto the output.
 
-use std::fs::{self};
+use std::ffi::OsStr;
 use std::io::{BufWriter, Seek, Write};
+use std::path::Path;
+use std::sync::Arc;
 
 use sha2::Digest;
 
-use crate::cache::cache_io::{self};
-use crate::cache::json::starts_sha256;
-use crate::cache::json::{self};
-use crate::durable::atomic::write_atomically;
+use crate::durable::safe_write::replace_in;
 use crate::durable::hashing::HashingWriter;
+use crate::cache::json::{self};
+use crate::cache::cache_io::{self};
 use crate::durable::safe_write::{install, remove_stale_temporaries};
-use crate::error::{Error, Result};
+use crate::durable::folder::Folder;
+use crate::cache::json::starts_sha256;
 use crate::util::hex;
+use crate::error::{Error, Result};
 use super::sink::BatchSink;
-use super::state::{STATE, PART, BATCHES, State, BatchRecord, Checkpoint, display, create_own};
+use super::state::{STATE, PART, BATCHES, State, BatchRecord, Checkpoint, display};
 
 impl Checkpoint {
     /// The folder and its files, made by the first `append`.
     pub(super) fn create_files(&mut self) -> Result<()> {
-        fs::create_dir(&self.dir).map_err(|e| Error::io(display(&self.dir), e))?;
-        let mut part = create_own(&self.dir.join(PART))?;
+        let made = |e| Error::io(display(&self.dir), e);
+        self.target.dir.make_dir(&self.dir_name, 0o777).map_err(made)?;
+        let folder: Folder = self.target.dir.open_at(Path::new(&self.dir_name), true).map_err(made)?;
+        self.folder = Some(Arc::new(folder));
+        let mut part = self.create_own(PART)?;
         part.write_all(&self.head()?).map_err(|e| Error::io(display(&self.dir.join(PART)), e))?;
-        self.log = Some(create_own(&self.dir.join(BATCHES))?);
+        self.log = Some(self.create_own(BATCHES)?);
         self.part = Some(part);
         Ok(())
     }
 
     pub(super) fn write_state(&self, state: &State) -> Result<()> {
-        let path = display(&self.dir.join(STATE));
-        write_atomically(&path, |w| {
-            serde_json::to_writer_pretty(&mut *w, state)?;
-            w.write_all(b"\n")?;
-            Ok(())
-        })
+        let mut text = serde_json::to_vec_pretty(state).map_err(|e| Error::Usage(format!("checkpoint state: {e}")))?;
+        text.push(b'\n');
+        replace_in(&self.folder()?, OsStr::new(STATE), &text)
     }
 
     /// The batch's bytes appended and synced, then its record: the commit.
@@ -109,14 +112,17 @@ impl Checkpoint {
         let part_path = self.dir.join(PART);
         let mut part = self.part.take().ok_or_else(|| Error::Usage("checkpoint: sequences.part is not open".into()))?;
         part.write_all(cache_io::tail(self.state.form)).map_err(|e| Error::io(display(&part_path), e))?;
-        install(&part, &part_path, &self.target)?;
+        let folder = self.folder()?;
+        install(&part, &folder, OsStr::new(PART), &self.target)?;
         // The cache is in place; what is left is bookkeeping, and a leftover
         // folder is recognised as finished by the next `open`.
         self.log = None;
-        let _ = fs::remove_file(self.dir.join(BATCHES));
-        let _ = fs::remove_file(self.dir.join(STATE));
-        remove_stale_temporaries(&self.dir);
-        let _ = fs::remove_dir(&self.dir);
+        let _ = folder.unlink(OsStr::new(BATCHES));
+        let _ = folder.unlink(OsStr::new(STATE));
+        remove_stale_temporaries(&folder);
+        self.folder = None;
+        drop(folder);
+        let _ = self.target.dir.remove_dir(&self.dir_name);
         Ok(())
     }
 

@@ -1,22 +1,29 @@
 //! A checkpoint opened: a fresh one, or a resume that verifies every
 //! committed byte and drops what fails (module comment of `checkpoint`).
 
-use std::fs::{self, File};
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::cache::binary_reader;
-use crate::cache::cache_io::{self, Form};
-use crate::cache::header::{PartHeader, Shard};
-use crate::cache::json::CacheHeader;
-use crate::cache::json::starts_sha256;
 use crate::durable::hashing::Hashing;
+use crate::cache::binary_reader;
+use crate::cache::json::CacheHeader;
+use crate::cache::cache_io::{self, Form};
 use crate::durable::lock::Lock;
-use crate::durable::safe_write::{remove_stale_temporaries, resolve};
-use crate::error::{Error, Result};
+use crate::durable::folder::me;
+use crate::durable::safe_write::{resolve, TEMP_PREFIX};
+use crate::cache::header::{PartHeader, Shard};
+use crate::cache::json::starts_sha256;
 use crate::util::hex;
-use super::state::{FORMAT, VERSION, STATE, PART, BATCHES, State, BatchRecord, Checkpoint, display, lock_path, lock_note, open_own, create_own, read_json_batch};
+use crate::error::{Error, Result};
+use super::state::{FORMAT, VERSION, STATE, PART, BATCHES, State, BatchRecord, Checkpoint, display, lock_note, not_yours, read_json_batch};
+
+/// The most `state.json` may hold (it is a few hundred bytes).
+const STATE_MAX: u64 = 1 << 20;
 
 impl Checkpoint {
     /// The checkpoint of the job (`header`, `starts`) for the output `out`:
@@ -66,10 +73,10 @@ impl Checkpoint {
         form: Form,
     ) -> Result<Checkpoint> {
         let Some(lock) = lock else {
-            let path = lock_path(out)?;
-            let (lock, taken) = Lock::acquire(&path, false, |_| {})?;
+            let (lock, taken) = Lock::acquire_for(&resolve(out)?, false, |_| {})?;
+            let note = lock_note(lock.path(), &taken);
             let mut cp = Checkpoint::open_form(out, Some(lock), header, shard, starts, restart, form)?;
-            cp.notes.splice(0..0, lock_note(&path, &taken));
+            cp.notes.splice(0..0, note);
             return Ok(cp);
         };
         let target = resolve(out)?;
@@ -77,6 +84,7 @@ impl Checkpoint {
             return Err(Error::Usage(format!("checkpoint: the lock {} is not {out}'s", lock.path().display())));
         }
         let dir = target.sibling(".checkpoint");
+        let dir_name = target.sibling_name(".checkpoint");
         let state = State {
             format: FORMAT.into(),
             version: VERSION,
@@ -94,18 +102,11 @@ impl Checkpoint {
             form,
         };
         let mut cp =
-            Checkpoint { target, dir, state, starts: starts.to_vec(), part: None, log: None, notes: Vec::new(), _lock: lock };
+            Checkpoint { target, dir, dir_name, folder: None, state, starts: starts.to_vec(), part: None, log: None, notes: Vec::new(), _lock: lock };
         let head = cp.head()?;
         cp.state.bytes = head.len() as u64;
-        match fs::symlink_metadata(&cp.dir) {
-            Err(_) => return Ok(cp),
-            Ok(m) if !m.is_dir() => {
-                return Err(Error::input(
-                    display(&cp.dir),
-                    "is not a checkpoint folder divgpu made (a link or a file): remove it, or write elsewhere with --out",
-                ))
-            }
-            Ok(_) => {}
+        if !cp.open_folder()? {
+            return Ok(cp);
         }
         if restart {
             cp.discard()?;
@@ -125,6 +126,39 @@ impl Checkpoint {
         }
     }
 
+    /// Opens the checkpoint folder on disk, if there is one (false: none),
+    /// through the output's folder and never through a link; a folder, or a
+    /// file of it, that is not the caller's is refused naming its owner.
+    fn open_folder(&mut self) -> Result<bool> {
+        let not_made = || {
+            Error::input(
+                display(&self.dir),
+                "is not a checkpoint folder divgpu made (a link or a file): remove it, or write elsewhere with --out",
+            )
+        };
+        let st = match self.target.dir.stat_at(&self.dir_name).map_err(|e| Error::io(display(&self.dir), e))? {
+            None => return Ok(false),
+            Some(st) if !st.is_dir() => return Err(not_made()),
+            Some(st) => st,
+        };
+        if st.uid != me() {
+            return Err(not_yours(&self.dir, st.uid));
+        }
+        let folder = self.target.dir.open_at(Path::new(&self.dir_name), true).map_err(|_| not_made())?;
+        if !folder.stat().is_ok_and(|s| s.same_file(&st)) {
+            return Err(not_made());
+        }
+        for name in [STATE, PART, BATCHES] {
+            if let Some(f) = folder.stat_at(OsStr::new(name)).map_err(|e| Error::io(display(&self.dir), e))? {
+                if f.uid != me() {
+                    return Err(not_yours(&self.dir.join(name), f.uid));
+                }
+            }
+        }
+        self.folder = Some(Arc::new(folder));
+        Ok(true)
+    }
+
     /// The cache header of this job (version 2: its starts, this divgpu).
     pub(super) fn header(&self) -> CacheHeader {
         let s = &self.state;
@@ -142,11 +176,17 @@ impl Checkpoint {
     /// (a run killed before its first summary: `sequences.part`'s header
     /// then tells the job), Err(why) when it cannot be resumed.
     pub(super) fn read_state(&self) -> std::result::Result<Option<State>, String> {
-        let text = match fs::read(self.dir.join(STATE)) {
-            Ok(t) => t,
+        let folder = self.folder().map_err(|e| e.to_string())?;
+        let file = match folder.open_file(OsStr::new(STATE), libc::O_RDONLY | libc::O_NONBLOCK, 0) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(format!("{STATE} is a symbolic link, not a file divgpu made"))
+            }
             Err(e) => return Err(format!("{STATE} cannot be read ({e})")),
         };
+        let mut text = Vec::new();
+        file.take(STATE_MAX).read_to_end(&mut text).map_err(|e| format!("{STATE} cannot be read ({e})"))?;
         let disk: State = serde_json::from_slice(&text).map_err(|e| format!("{STATE} is damaged ({e})"))?;
         if disk.format != FORMAT {
             return Err("not a divgpu checkpoint".into());
@@ -197,7 +237,7 @@ impl Checkpoint {
     /// cannot be resumed.
     pub(super) fn resume(&mut self, head: &[u8]) -> std::result::Result<bool, String> {
         let disk = self.read_state()?;
-        let mut part = match open_own(&self.dir.join(PART)) {
+        let mut part = match self.open_own(PART) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(format!("{PART} cannot be opened ({e})")),
@@ -206,9 +246,9 @@ impl Checkpoint {
         if part.read_exact(&mut disk_head).is_err() || disk_head != head {
             return Err(format!("{PART} does not start with this run's cache header"));
         }
-        let mut log = match open_own(&self.dir.join(BATCHES)) {
+        let mut log = match self.open_own(BATCHES) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_own(&self.dir.join(BATCHES)).map_err(|e| e.to_string())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.create_own(BATCHES).map_err(|e| e.to_string())?,
             Err(e) => return Err(format!("{BATCHES} cannot be opened ({e})")),
         };
         let failed_before = self.notes.len();
@@ -307,21 +347,35 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Removes the checkpoint folder: only the files this module writes, so a
-    /// folder holding anything else is an error rather than a deleted folder.
+    /// Removes the checkpoint folder: only the files this module writes (and
+    /// its temporaries, which no one else writes under the lock). A folder
+    /// holding anything else is refused naming what is foreign, before
+    /// anything is removed.
     pub(super) fn discard(&mut self) -> Result<()> {
         self.part = None;
         self.log = None;
-        for name in [STATE, PART, BATCHES] {
-            let p = self.dir.join(name);
-            match fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(display(&p), e)),
+        let folder = self.folder()?;
+        let names = folder.names().map_err(|e| Error::io(display(&self.dir), e))?;
+        let ours = |n: &OsStr| {
+            [STATE, PART, BATCHES].iter().any(|k| n == OsStr::new(k))
+                || (n.to_str().is_some_and(|s| s.starts_with(TEMP_PREFIX))
+                    && folder.stat_at(n).ok().flatten().is_some_and(|s| s.is_file() && s.uid == me()))
+        };
+        if let Some(foreign) = names.iter().find(|n| !ours(n)) {
+            return Err(Error::input(
+                display(&self.dir.join(foreign)),
+                "is not a file of divgpu's checkpoint: nothing was removed; move it away (or write elsewhere with \
+                 --out), then run again",
+            ));
+        }
+        for name in &names {
+            match folder.unlink(name) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(display(&self.dir.join(name)), e)),
+                _ => {}
             }
         }
-        remove_stale_temporaries(&self.dir);
-        fs::remove_dir(&self.dir).map_err(|e| Error::io(display(&self.dir), e))?;
+        self.folder = None;
+        self.target.dir.remove_dir(&self.dir_name).map_err(|e| Error::io(display(&self.dir), e))?;
         self.state.done = 0;
         self.state.bytes = self.head()?.len() as u64;
         Ok(())

@@ -1,9 +1,11 @@
 //! `BatchSink`, what the Lua handle drives, and `StdoutCache`, the sink of
 //! `run --out -` (the cache streamed to standard output, no checkpoint).
 
+
+
+use crate::cache::json::CacheHeader;
 use crate::cache::cache_io::{CacheWriter, Form};
 use crate::cache::header::{PartHeader, Shard};
-use crate::cache::json::CacheHeader;
 use crate::error::Result;
 
 /// What the Lua handle drives: the checkpoint, or the stream to standard output.
@@ -31,8 +33,14 @@ impl StdoutCache {
 
     /// The cache of the job (`header`, its `shard`, `starts`) in `form` on standard output.
     pub fn new_form(header: &CacheHeader, shard: Option<Shard>, starts: &[u32], form: Form) -> Result<StdoutCache> {
+        StdoutCache::to_stream(crate::durable::safe_write::STDOUT, header, shard, starts, form)
+    }
+
+    /// `new_form` on the stream `out` names (`-`, `/dev/stdout`, `/dev/fd/N`...:
+    /// `safe_write::is_stream`).
+    pub fn to_stream(out: &str, header: &CacheHeader, shard: Option<Shard>, starts: &[u32], form: Form) -> Result<StdoutCache> {
         let h = CacheHeader::new(&header.contract, header.num_items, header.dim, header.length, &header.embeddings_sha256, starts);
-        let writer = CacheWriter::create(crate::durable::safe_write::STDOUT, &PartHeader { header: h, shard }, form, starts)?;
+        let writer = CacheWriter::create(out, &PartHeader { header: h, shard }, form, starts)?;
         Ok(StdoutCache { writer })
     }
 }

@@ -2,18 +2,21 @@
 //! the records of `batches.jsonl` (`BatchRecord`), the `Checkpoint` itself,
 //! and its lock and file helpers.
 
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::cache_io::Form;
+use crate::durable::folder::{me, stat_of, user_name, Folder};
+use crate::durable::lock::{self, Lock, Taken};
+use crate::durable::safe_write::{resolve, Target};
 use crate::cache::header::Shard;
 use crate::cache::json_reader::Sequences;
-use crate::durable::lock::{Lock, Taken};
-use crate::durable::safe_write::{resolve, Target};
 use crate::error::{Error, Result};
 
 pub const FORMAT: &str = "divgpu-checkpoint";
@@ -62,9 +65,15 @@ pub(super) struct BatchRecord {
     pub(super) starts_sha256: String,
 }
 
+
 pub struct Checkpoint {
     pub(super) target: Target,
+    /// `OUT.checkpoint`, for messages; its name in the output's folder, and
+    /// the folder itself once opened or made (every file of it is opened
+    /// through it, never through a link).
     pub(super) dir: PathBuf,
+    pub(super) dir_name: OsString,
+    pub(super) folder: Option<Arc<Folder>>,
     pub(super) state: State,
     pub(super) starts: Vec<u32>,
     /// `sequences.part` and `batches.jsonl`, open for appending; made by the first `append`.
@@ -86,31 +95,47 @@ pub fn lock_path(out: &str) -> Result<PathBuf> {
 
 /// The note for a lock taken over, or waited for.
 pub fn lock_note(path: &Path, taken: &Taken) -> Option<String> {
-    match taken {
-        Taken::Free => None,
-        Taken::Stale(h) => Some(format!(
-            "took over the stale lock {} of pid {} on host {} (that process is gone)",
-            path.display(),
-            h.pid,
-            h.host
-        )),
-        Taken::Waited(h) => Some(format!("{} was released by pid {} on host {}", path.display(), h.pid, h.host)),
+    lock::note(path, taken)
+}
+
+/// The refusal of a file or folder of the checkpoint that another user owns.
+pub(super) fn not_yours(path: &Path, uid: u32) -> Error {
+    Error::input(
+        display(path),
+        format!(
+            "belongs to {}, not to the caller: divgpu resumes only its caller's own checkpoint (nothing was read or \
+             removed); remove it, or write elsewhere with --out",
+            user_name(uid)
+        ),
+    )
+}
+
+impl Checkpoint {
+    /// The checkpoint folder, open.
+    pub(super) fn folder(&self) -> Result<Arc<Folder>> {
+        self.folder.clone().ok_or_else(|| Error::Usage(format!("checkpoint: {} is not open", display(&self.dir))))
     }
-}
 
-/// Opens a file of the checkpoint folder without following a link.
-pub(super) fn open_own(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path)
-}
+    /// A file of the checkpoint folder, opened read-write through it without
+    /// following a link; one of another user's is refused (an error naming
+    /// it and its owner).
+    pub(super) fn open_own(&self, name: &str) -> std::io::Result<File> {
+        let folder = self.folder().map_err(std::io::Error::other)?;
+        let file = folder.open_file(OsStr::new(name), libc::O_RDWR | libc::O_NONBLOCK, 0)?;
+        let st = stat_of(file.as_raw_fd())?;
+        if st.uid != me() {
+            return Err(std::io::Error::other(not_yours(&self.dir.join(name), st.uid).to_string()));
+        }
+        if !st.is_file() {
+            return Err(std::io::Error::other(format!("{} is {}, not a file divgpu made", name, st.kind())));
+        }
+        Ok(file)
+    }
 
-/// Creates a file of the checkpoint folder; never an existing one or a link.
-pub(super) fn create_own(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| Error::io(display(path), e))
+    /// Creates a file of the checkpoint folder; never an existing one or a link.
+    pub(super) fn create_own(&self, name: &str) -> Result<File> {
+        self.folder()?.create_new(OsStr::new(name), 0o666).map_err(|e| Error::io(display(&self.dir.join(name)), e))
+    }
 }
 
 /// The `count` JSON sequences of a batch from `bytes` (at file offset

@@ -1,5 +1,9 @@
 use super::*;
 use std::os::unix::fs::symlink;
+use std::ffi::CString;
+use std::fs::{self, Permissions};
+use std::os::unix::fs::PermissionsExt;
+use crate::durable::folder::{try_flock, Folder};
 
 fn tmp(name: &str) -> PathBuf {
     crate::test_support::tmp("safe", name)
@@ -105,14 +109,23 @@ fn stale_temporaries_of_dead_processes_are_removed_and_live_ones_kept() {
     let live = d.join(format!("{TEMP_PREFIX}{host}.{}.abcdefghij", std::process::id()));
     let other_host = d.join(format!("{TEMP_PREFIX}elsewhere.{dead}.abcdefghij"));
     let not_ours = d.join(format!("notes.{dead}.tmp"));
-    for p in [&stale, &live, &other_host, &not_ours] {
+    // A live writer of another pid namespace: its pid is dead here, but it holds the flock.
+    let held = d.join(format!("{TEMP_PREFIX}{host}.{dead}.heldheldhe"));
+    for p in [&stale, &live, &other_host, &not_ours, &held] {
         fs::write(p, "x").unwrap();
     }
+    let holder = File::open(&held).unwrap();
+    assert_eq!(try_flock(&holder), Some(true));
     write(&s(&d.join("out.json")), "y").unwrap();
     assert!(!stale.exists(), "a dead process's temporary is removed by the next write");
     assert!(live.exists() && other_host.exists() && not_ours.exists(), "a live one, another host's, a foreign file stay");
-    assert!(is_stale_temporary(&format!("{TEMP_PREFIX}{host}.{dead}.x"), &host));
-    assert!(!is_stale_temporary(&format!("{TEMP_PREFIX}{host}.{}.x", std::process::id()), &host));
+    assert!(held.exists(), "a temporary whose flock is held stays, whatever its pid");
+    let dir = Folder::open(&d).unwrap();
+    let name = |p: &PathBuf| p.file_name().unwrap().to_owned();
+    assert!(!is_stale_temporary(&dir, &name(&held), &host));
+    drop(holder);
+    // Twin: nobody holds it now, and its pid is dead here: a killed command's.
+    assert!(is_stale_temporary(&dir, &name(&held), &host));
 }
 
 #[test]
