@@ -9,6 +9,7 @@
 #![warn(unsafe_op_in_unsafe_fn)]
 
 pub mod contract;
+pub mod cpu;
 pub mod error;
 pub mod interrupt;
 #[cfg(feature = "lua")]
