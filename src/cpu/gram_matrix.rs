@@ -52,24 +52,63 @@ fn tile(w: &Wide, dim: usize, rows: [usize; ROWS], j0: usize) -> [[f64; COLS]; R
     acc
 }
 
-/// Rows `first ..` of G' into `out` (whole rows of n).
+/// G' as the tasks write it: every task writes its own rows' entries at and
+/// right of its first row, and their mirror images below its rows.
+///
+/// Disjointness (why the shared writes are sound): the task of rows I =
+/// [s, s + k) writes (i, j) for i in I, j >= s, and (j, i) for i in I,
+/// j >= s + k. For another task K = [s', s' + k') with s' >= s + k, an entry
+/// (i, j) of I is never K's (k, j), as i is not in K, nor K's (j', k) for
+/// j' >= s' + k', as i < s'; an entry (j, i) of I is not K's (k, j'), as
+/// j' = i < s', nor K's (j', k), as i is not in K.
+struct Out {
+    ptr: *mut f32,
+    n: usize,
+}
+
+// SAFETY: the tasks write disjoint entries (above), and `build` reads the
+// matrix only after every task has finished.
+unsafe impl Sync for Out {}
+
+impl Out {
+    /// # Safety
+    /// `i, j < n`, and no other thread writes or reads entry (i, j) meanwhile.
+    #[inline(always)]
+    unsafe fn set(&self, i: usize, j: usize, x: f32) {
+        // SAFETY: in bounds (the caller's i, j < n), and not shared (above).
+        unsafe { *self.ptr.add(i * self.n + j) = x };
+    }
+}
+
+/// One tile's results: G'_ij for the task's rows, and G'_ji past them.
 #[inline(always)]
-fn task(t: &Table, inv: &[f64], w: &Wide, first: usize, out: &mut [f32]) {
-    let (n, dim) = (t.n, t.dim);
-    let count = out.len() / n;
-    for jb in (0..w.n_pad).step_by(COL_BLOCK) {
+fn store(out: &Out, inv: &[f64], rows: [usize; ROWS], live: usize, j0: usize, own_end: usize, acc: &[[f64; COLS]; ROWS]) {
+    for r in 0..live {
+        for k in 0..COLS.min(out.n.saturating_sub(j0)) {
+            let (i, j) = (rows[r], j0 + k);
+            // SAFETY: i, j < n, and (i, j), (j, i) for j >= own_end are this task's alone (`Out`).
+            unsafe {
+                out.set(i, j, (acc[r][k] * inv[j]) as f32);
+                if j >= own_end {
+                    out.set(j, i, (acc[r][k] * inv[i]) as f32);
+                }
+            }
+        }
+    }
+}
+
+/// Rows `first .. first + count` of G' and their mirror images.
+#[inline(always)]
+fn task(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
+    for jb in (first..w.n_pad).step_by(COL_BLOCK) {
         let jend = (jb + COL_BLOCK).min(w.n_pad);
         for r0 in (0..count).step_by(ROWS) {
             // Rows past the task's end repeat its last row; their results are dropped.
             let rows = std::array::from_fn(|r| first + (r0 + r).min(count - 1));
+            let live = ROWS.min(count - r0);
             for j0 in (jb..jend).step_by(COLS) {
-                let acc = tile(w, dim, rows, j0);
-                for r in 0..ROWS.min(count - r0) {
-                    let row = &mut out[(r0 + r) * n..(r0 + r + 1) * n];
-                    for k in 0..COLS.min(n.saturating_sub(j0)) {
-                        row[j0 + k] = (acc[r][k] * inv[j0 + k]) as f32;
-                    }
-                }
+                let acc = tile(w, t.dim, rows, j0);
+                store(out, inv, rows, live, j0, first + count, &acc);
             }
         }
     }
@@ -77,28 +116,32 @@ fn task(t: &Table, inv: &[f64], w: &Wide, first: usize, out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn task_fma(t: &Table, inv: &[f64], w: &Wide, first: usize, out: &mut [f32]) {
-    task(t, inv, w, first, out)
+unsafe fn task_fma(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
+    task(t, inv, w, first, count, out)
 }
 
-fn task_best(t: &Table, inv: &[f64], w: &Wide, first: usize, out: &mut [f32]) {
+fn task_best(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
         // SAFETY: the CPU supports the features the function was compiled for.
-        unsafe { task_fma(t, inv, w, first, out) };
+        unsafe { task_fma(t, inv, w, first, count, out) };
         return;
     }
-    task(t, inv, w, first, out)
+    task(t, inv, w, first, count, out)
 }
 
-/// G' as N x N f32, row-major: `g[i * n + j] = fl32(G^_ij * inv_j)`.
+/// G' as N x N f32, row-major: `g[i * n + j] = fl32(G^_ij * inv_j)`. Each
+/// G^_ij = G^_ji is computed once (the same products summed in the same
+/// order either way) and stored twice.
 pub fn build(t: &Table) -> Vec<f32> {
     let w = widen(t);
     let mut inv: Vec<f64> = t.inv_norm.iter().map(|&x| x as f64).collect();
     inv.resize(w.n_pad, 0.0);
     let mut g = vec![0.0f32; t.n * t.n];
-    g.par_chunks_mut(ROW_TASK * t.n)
-        .enumerate()
-        .for_each(|(k, out)| task_best(t, &inv, &w, k * ROW_TASK, out));
+    let out = Out { ptr: g.as_mut_ptr(), n: t.n };
+    (0..t.n.div_ceil(ROW_TASK)).into_par_iter().for_each(|k| {
+        let first = k * ROW_TASK;
+        task_best(t, &inv, &w, first, ROW_TASK.min(t.n - first), &out);
+    });
     g
 }

@@ -19,9 +19,13 @@ pub struct Rates {
     pub direct: f64,
 }
 
-/// Measured by `measure(2048, 384, None)` on the 2-core development machine
-/// (Intel Xeon, AVX2/FMA) the CPU method was written on, December 2026.
-pub const DEFAULT: Rates = Rates { build: 1.2e-10, step: 4.0e-10, direct: 6.0e-11 };
+/// Measured by `measure(2048, 384, None)` (the lowest of three) on the 2-core
+/// development machine (Intel Xeon, AVX2/FMA/AVX-512) the CPU method was
+/// written on, 2026-12-05, under a load average of 14 from other work: wall
+/// times about 3x an idle machine's, but their ratios, which choose the plan,
+/// hold (a Gram step about 50x cheaper than a direct one at D = 384; G's
+/// build worth it past about 0.6 N sequence-steps).
+pub const DEFAULT: Rates = Rates { build: 2.4e-10, step: 3.1e-9, direct: 4.2e-10 };
 
 /// A quarter of the machine's memory (from /proc/meminfo; 4 GiB where it
 /// cannot be read): the most G may take.
