@@ -40,24 +40,64 @@ impl Counts {
     }
 }
 
-/// approx_j += G'_wj for every j (a chosen j stays +inf) and the new minimum,
-/// in 8 lanes so that the loop is a vector loop.
+/// The smallest approx, its index, and the second smallest (equal to the
+/// smallest when two share it): the step's `a1`, `best` and `a2`.
+#[derive(Clone, Copy)]
+struct Least {
+    a1: f64,
+    best: usize,
+    a2: f64,
+}
+
+/// approx_j += G'_wj for every j (a chosen j stays +inf) and the new `Least`,
+/// in 8 lanes (each its own smallest, index and second smallest) so that the
+/// loop is a vector loop.
 #[inline(always)]
-fn add_and_min(approx: &mut [f64], g: &[f32]) -> f64 {
-    let mut lanes = [f64::INFINITY; 8];
+fn add_and_least(approx: &mut [f64], g: &[f32]) -> Least {
+    let (mut m1, mut m2, mut i1) = ([f64::INFINITY; 8], [f64::INFINITY; 8], [0u64; 8]);
+    let base = approx.len() / 8 * 8;
     let mut a = approx.chunks_exact_mut(8);
     let mut r = g.chunks_exact(8);
-    for (a8, g8) in (&mut a).zip(&mut r) {
+    for (c, (a8, g8)) in (&mut a).zip(&mut r).enumerate() {
         for k in 0..8 {
-            a8[k] += g8[k] as f64;
-            lanes[k] = if a8[k] < lanes[k] { a8[k] } else { lanes[k] };
+            let x = a8[k] + g8[k] as f64;
+            a8[k] = x;
+            let lt = x < m1[k];
+            let up = if lt { m1[k] } else { x };
+            m2[k] = if up < m2[k] { up } else { m2[k] };
+            i1[k] = if lt { (c * 8 + k) as u64 } else { i1[k] };
+            m1[k] = if lt { x } else { m1[k] };
         }
     }
-    for (x, &y) in a.into_remainder().iter_mut().zip(r.remainder()) {
+    for (k, (x, &y)) in a.into_remainder().iter_mut().zip(r.remainder()).enumerate() {
         *x += y as f64;
-        lanes[0] = if *x < lanes[0] { *x } else { lanes[0] };
+        let lane = k;
+        if *x < m1[lane] {
+            m2[lane] = m1[lane];
+            m1[lane] = *x;
+            i1[lane] = (base + k) as u64;
+        } else if *x < m2[lane] {
+            m2[lane] = *x;
+        }
     }
-    lanes.iter().fold(f64::INFINITY, |m, &x| if x < m { x } else { m })
+    merge(&m1, &m2, &i1)
+}
+
+/// The lanes' figures as one `Least`.
+#[inline(always)]
+fn merge(m1: &[f64; 8], m2: &[f64; 8], i1: &[u64; 8]) -> Least {
+    let mut lane = 0;
+    for k in 1..8 {
+        if m1[k] < m1[lane] {
+            lane = k;
+        }
+    }
+    let mut a2 = f64::INFINITY;
+    for k in 0..8 {
+        let other = if k == lane { m2[k] } else { m1[k] };
+        a2 = if other < a2 { other } else { a2 };
+    }
+    Least { a1: m1[lane], best: i1[lane] as usize, a2 }
 }
 
 /// The window's members, ascending: chunks of 8 tested as one before any
@@ -81,7 +121,7 @@ struct Seq {
     approx: Vec<f64>,
     cen: Centroid,
     chosen_norms: f64,
-    a1: f64,
+    least: Least,
 }
 
 impl Seq {
@@ -89,7 +129,7 @@ impl Seq {
     fn add(&mut self, gm: &Gram, w: usize) {
         let n = gm.t.n;
         self.approx[w] = f64::INFINITY;
-        self.a1 = add_and_min(&mut self.approx, &gm.g[w * n..(w + 1) * n]);
+        self.least = add_and_least(&mut self.approx, &gm.g[w * n..(w + 1) * n]);
         self.cen.add(gm.t.row(w));
         self.chosen_norms += gm.norms[w];
     }
@@ -113,7 +153,7 @@ fn ratio(gm: &Gram, s: &Seq, bound: f64) -> f64 {
 /// is filled.
 #[inline(always)]
 pub fn sequence(gm: &Gram, out: &mut [u32], from: usize, instrument: bool) -> Counts {
-    let mut s = Seq { approx: vec![0.0; gm.t.n], cen: Centroid::new(gm.t.dim), chosen_norms: 0.0, a1: f64::INFINITY };
+    let mut s = Seq { approx: vec![0.0; gm.t.n], cen: Centroid::new(gm.t.dim), chosen_norms: 0.0, least: Least { a1: f64::INFINITY, best: 0, a2: f64::INFINITY } };
     for &w in &out[..from] {
         s.add(gm, w as usize);
     }
@@ -122,16 +162,18 @@ pub fn sequence(gm: &Gram, out: &mut [u32], from: usize, instrument: bool) -> Co
     for slot in from..out.len() {
         let (wc2, cs2) = centroid_norms(s.cen.rounded(), s.cen.sum());
         let bound = gm.f.step_bound(wc2, cs2, s.chosen_norms, slot);
-        collect(&s.approx, s.a1 + 2.0 * bound, &mut window);
-        if window.is_empty() {
-            // Impossible while the bound holds (the minimum is in it); the
-            // full exact scan keeps the output the contract's regardless.
-            collect(&s.approx, f64::MAX, &mut window);
-        }
-        let w = if window.len() == 1 {
+        let tau = s.least.a1 + 2.0 * bound;
+        let w = if s.least.a2 > tau {
+            // The window is {best}: no chain (gram.md, section 5).
             counts.singles += 1;
-            window[0]
+            s.least.best as u32
         } else {
+            collect(&s.approx, tau, &mut window);
+            if window.is_empty() {
+                // Impossible while the bound holds (the minimum is in it); the
+                // full exact scan keeps the output the contract's regardless.
+                collect(&s.approx, f64::MAX, &mut window);
+            }
             counts.rescored += window.len() as u64;
             best_of(gm.t, s.cen.rounded(), &window)
         };
@@ -143,4 +185,32 @@ pub fn sequence(gm: &Gram, out: &mut [u32], from: usize, instrument: bool) -> Co
         s.add(gm, w as usize);
     }
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::add_and_least;
+
+    #[test]
+    fn least_is_the_smallest_its_index_and_the_second() {
+        for n in [1usize, 7, 8, 9, 30, 67] {
+            for seed in 0..20u64 {
+                let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut next = || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 5) as f64 - 2.0
+                };
+                let mut approx: Vec<f64> = (0..n).map(|j| if j % 5 == 3 { f64::INFINITY } else { next() }).collect();
+                let g: Vec<f32> = (0..n).map(|_| next() as f32).collect();
+                let l = add_and_least(&mut approx, &g);
+                let mut sorted = approx.clone();
+                sorted.sort_by(f64::total_cmp);
+                assert_eq!(l.a1, sorted[0], "n={n} seed={seed}");
+                assert_eq!(approx[l.best], l.a1);
+                assert_eq!(l.a2, if n > 1 { sorted[1] } else { f64::INFINITY }, "n={n} seed={seed}");
+            }
+        }
+    }
 }
