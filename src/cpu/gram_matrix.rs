@@ -2,15 +2,17 @@
 //! allows: each entry the f64 sum of D exact products of two f32 (any order:
 //! the bound's gamma64(D) |E_i| |E_j| holds for every summation order, and an
 //! f64 fma of an exact product is one rounding of the sum), times inv_j in
-//! f64, rounded once to f32. Computed in tiles of 4 rows by 8 columns, the
-//! table transposed to f64 columns so that the 8 columns are one vector.
+//! f64, rounded once to f32. Computed in tiles of 4 rows by 8 columns (AVX2)
+//! or 16 (AVX-512), the table transposed to f64 columns so that a tile's
+//! columns are one or two vectors.
 
 use rayon::prelude::*;
 
 use super::deps::Table;
 
 const ROWS: usize = 4;
-const COLS: usize = 8;
+/// Columns padded to a multiple of the widest tile.
+const PAD: usize = 16;
 /// Columns a tile pass keeps in cache: 256 columns x D f64.
 const COL_BLOCK: usize = 256;
 /// Rows of G' one task writes.
@@ -24,7 +26,7 @@ struct Wide {
 }
 
 fn widen(t: &Table) -> Wide {
-    let n_pad = t.n.div_ceil(COLS) * COLS;
+    let n_pad = t.n.div_ceil(PAD) * PAD;
     let rows: Vec<f64> = t.data.iter().map(|&x| x as f64).collect();
     let mut cols = vec![0.0f64; t.dim * n_pad];
     for j in 0..t.n {
@@ -38,7 +40,7 @@ fn widen(t: &Table) -> Wide {
 /// The f64 dot products of rows `i0 .. i0 + ROWS` (clamped to n by the
 /// caller's padding) with columns `j0 .. j0 + COLS`.
 #[inline(always)]
-fn tile(w: &Wide, dim: usize, rows: [usize; ROWS], j0: usize) -> [[f64; COLS]; ROWS] {
+fn tile<const COLS: usize>(w: &Wide, dim: usize, rows: [usize; ROWS], j0: usize) -> [[f64; COLS]; ROWS] {
     let mut acc = [[0.0f64; COLS]; ROWS];
     for d in 0..dim {
         let b = &w.cols[d * w.n_pad + j0..d * w.n_pad + j0 + COLS];
@@ -82,7 +84,7 @@ impl Out {
 
 /// One tile's results: G'_ij for the task's rows, and G'_ji past them.
 #[inline(always)]
-fn store(out: &Out, inv: &[f64], rows: [usize; ROWS], live: usize, j0: usize, own_end: usize, acc: &[[f64; COLS]; ROWS]) {
+fn store<const COLS: usize>(out: &Out, inv: &[f64], rows: [usize; ROWS], live: usize, j0: usize, own_end: usize, acc: &[[f64; COLS]; ROWS]) {
     for r in 0..live {
         for k in 0..COLS.min(out.n.saturating_sub(j0)) {
             let (i, j) = (rows[r], j0 + k);
@@ -99,7 +101,7 @@ fn store(out: &Out, inv: &[f64], rows: [usize; ROWS], live: usize, j0: usize, ow
 
 /// Rows `first .. first + count` of G' and their mirror images.
 #[inline(always)]
-fn task(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
+fn task<const COLS: usize>(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
     for jb in (first..w.n_pad).step_by(COL_BLOCK) {
         let jend = (jb + COL_BLOCK).min(w.n_pad);
         for r0 in (0..count).step_by(ROWS) {
@@ -107,7 +109,7 @@ fn task(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out)
             let rows = std::array::from_fn(|r| first + (r0 + r).min(count - 1));
             let live = ROWS.min(count - r0);
             for j0 in (jb..jend).step_by(COLS) {
-                let acc = tile(w, t.dim, rows, j0);
+                let acc = tile::<COLS>(w, t.dim, rows, j0);
                 store(out, inv, rows, live, j0, first + count, &acc);
             }
         }
@@ -117,17 +119,29 @@ fn task(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn task_fma(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
-    task(t, inv, w, first, count, out)
+    task::<8>(t, inv, w, first, count, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn task_avx512(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
+    task::<16>(t, inv, w, first, count, out)
 }
 
 fn task_best(t: &Table, inv: &[f64], w: &Wide, first: usize, count: usize, out: &Out) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: the CPU supports the features the function was compiled for.
-        unsafe { task_fma(t, inv, w, first, count, out) };
+        // SAFETY: the CPU supports the features the functions were compiled for.
+        unsafe {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                task_avx512(t, inv, w, first, count, out)
+            } else {
+                task_fma(t, inv, w, first, count, out)
+            }
+        };
         return;
     }
-    task(t, inv, w, first, count, out)
+    task::<8>(t, inv, w, first, count, out)
 }
 
 /// G' as N x N f32, row-major: `g[i * n + j] = fl32(G^_ij * inv_j)`. Each
