@@ -50,15 +50,26 @@ struct Least {
 }
 
 /// approx_j += G'_wj for every j (a chosen j stays +inf) and the new `Least`,
-/// in 8 lanes (each its own smallest, index and second smallest) so that the
-/// loop is a vector loop.
+/// in 8 lanes (each its own smallest, index and second smallest): AVX2
+/// intrinsics where the CPU has them (`simd.rs`), else this loop.
 #[inline(always)]
 fn add_and_least(approx: &mut [f64], g: &[f32]) -> Least {
+    #[cfg(target_arch = "x86_64")]
+    if super::has_fma() {
+        // SAFETY: the CPU has AVX2; the slices are both n long.
+        let (m1, m2, i1) = unsafe { super::simd::add_and_lanes(approx, g) };
+        return merge(&m1, &m2, &i1);
+    }
+    let (m1, m2, i1) = portable_lanes(approx, g);
+    merge(&m1, &m2, &i1)
+}
+
+/// The portable add pass (and the intrinsics' reference in the tests).
+#[inline(always)]
+fn portable_lanes(approx: &mut [f64], g: &[f32]) -> super::simd::Lanes {
     let (mut m1, mut m2, mut i1) = ([f64::INFINITY; 8], [f64::INFINITY; 8], [0u64; 8]);
-    let base = approx.len() / 8 * 8;
-    let mut a = approx.chunks_exact_mut(8);
-    let mut r = g.chunks_exact(8);
-    for (c, (a8, g8)) in (&mut a).zip(&mut r).enumerate() {
+    let whole = approx.len() / 8 * 8;
+    for (c, (a8, g8)) in approx[..whole].chunks_exact_mut(8).zip(g.chunks_exact(8)).enumerate() {
         for k in 0..8 {
             let x = a8[k] + g8[k] as f64;
             a8[k] = x;
@@ -69,18 +80,9 @@ fn add_and_least(approx: &mut [f64], g: &[f32]) -> Least {
             m1[k] = if lt { x } else { m1[k] };
         }
     }
-    for (k, (x, &y)) in a.into_remainder().iter_mut().zip(r.remainder()).enumerate() {
-        *x += y as f64;
-        let lane = k;
-        if *x < m1[lane] {
-            m2[lane] = m1[lane];
-            m1[lane] = *x;
-            i1[lane] = (base + k) as u64;
-        } else if *x < m2[lane] {
-            m2[lane] = *x;
-        }
-    }
-    merge(&m1, &m2, &i1)
+    let mut l = (m1, m2, i1);
+    super::simd::tail(approx, g, whole, &mut l);
+    l
 }
 
 /// The lanes' figures as one `Least`.
@@ -189,7 +191,7 @@ pub fn sequence(gm: &Gram, out: &mut [u32], from: usize, instrument: bool) -> Co
 
 #[cfg(test)]
 mod tests {
-    use super::add_and_least;
+    use super::{add_and_least, portable_lanes};
 
     #[test]
     fn least_is_the_smallest_its_index_and_the_second() {
@@ -204,7 +206,11 @@ mod tests {
                 };
                 let mut approx: Vec<f64> = (0..n).map(|j| if j % 5 == 3 { f64::INFINITY } else { next() }).collect();
                 let g: Vec<f32> = (0..n).map(|_| next() as f32).collect();
+                let mut twin = approx.clone();
                 let l = add_and_least(&mut approx, &g);
+                let p = portable_lanes(&mut twin, &g);
+                assert_eq!(twin, approx, "the two add passes' sums");
+                assert_eq!((l.a1, l.best, l.a2), { let q = super::merge(&p.0, &p.1, &p.2); (q.a1, q.best, q.a2) });
                 let mut sorted = approx.clone();
                 sorted.sort_by(f64::total_cmp);
                 assert_eq!(l.a1, sorted[0], "n={n} seed={seed}");

@@ -37,6 +37,7 @@ mod filter;
 mod gram_matrix;
 mod job;
 pub mod rate;
+mod simd;
 mod state;
 #[cfg(test)]
 mod tests;
