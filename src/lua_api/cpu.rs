@@ -133,7 +133,8 @@ fn rates_from(o: Option<LuaTable>) -> mlua::Result<rate::Rates> {
 }
 
 /// `divgpu.cpu.estimate{ n, dim, steps, rates = nil }` -> seconds, plan,
-/// why: the cheaper plan for `steps` sequence-steps and its estimate.
+/// why: the cheaper plan for `steps` sequence-steps and its estimate, from
+/// `rates` (`measure_rate`'s table; the built-in `rate::DEFAULT` without).
 fn estimate(o: LuaTable) -> mlua::Result<(f64, &'static str, String)> {
     let (n, dim, steps): (usize, usize, u64) = (o.get("n")?, o.get("dim")?, o.get("steps")?);
     let r = rates_from(o.get("rates")?)?;
@@ -158,6 +159,5 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
     t.set("release", function(lua, |_, ()| Ok(KEPT.with_borrow_mut(|k| *k = None)))?)?;
-    t.set("default_rates", rates_table(lua, &rate::DEFAULT)?)?;
     Ok(t)
 }
