@@ -7,7 +7,8 @@
 //! synthetic tables, starts); `cache/` the outputs (JSON and binary caches,
 //! their header, shards, samples); `durable/` nothing lost (safe writes,
 //! locks, hashing, the checkpoint); `gpu/` the Vulkan objects and the device
-//! self-test; `lua_api/` the mlua glue, one file per Lua table or userdata.
+//! self-test; `cpu/` the CPU method (the certified Gram filter on the host);
+//! `lua_api/` the mlua glue, one file per Lua table or userdata.
 //! Beside them: `util.rs` (hex), `fuzz.rs` the fuzz harness
 //! (`fuzz/fuzz_targets/`), `interrupt.rs` SIGINT/SIGTERM as a flag for the
 //! driver, `plot.rs` the charts, `shaders.rs` the embedded and
@@ -23,6 +24,7 @@
 
 pub mod cache;
 pub mod contract;
+pub mod cpu;
 pub mod durable;
 pub mod error;
 pub mod fuzz;

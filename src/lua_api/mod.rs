@@ -12,6 +12,7 @@ mod buffer;
 mod caches;
 mod checkpoint;
 mod context;
+mod cpu;
 mod devices;
 mod embeddings;
 mod files;
@@ -90,6 +91,7 @@ fn build(lua: &Lua) -> mlua::Result<(LuaTable, LuaTable)> {
     raw.set("clock", process::clock(lua)?)?;
     raw.set("process", process::table(lua)?)?;
     raw.set("plot", plot::table(lua)?)?;
+    raw.set("cpu", cpu::table(lua)?)?;
     let wrap: Function = lua.load(include_str!("boundary.lua")).set_name("=divgpu").into_function()?;
     let (public, wrapped, hooks): (LuaTable, LuaTable, LuaTable) =
         wrap.call((raw, methods(lua)?, testing::table(lua, &TYPE_NAMES)?))?;
