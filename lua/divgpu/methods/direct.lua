@@ -163,9 +163,12 @@ end
 local function workgroup_for(ctx, d, e, opts)
     local info = ctx.info
     local wg = opts.workgroup_size or device.default_workgroup(info)
+    local limit = min(info.max_workgroup_invocations, info.max_workgroup_size)
+    if wg > limit then
+        fail(string_format("workgroup size %.0f: device '%s' runs at most %d threads a workgroup", wg, info.name, limit))
+    end
     local cap = need(device.loop_cap(ctx))
     if not cap then return wg end
-    local limit = min(info.max_workgroup_invocations, info.max_workgroup_size)
     local function need_for(w) return loop_iterations(d, opts.precision, e.n, e.dim, w, opts.tile_size) end
     while not opts.workgroup_size and wg < limit and need_for(wg) > cap do wg = min(wg * 2, limit) end
     if need_for(wg) > cap then

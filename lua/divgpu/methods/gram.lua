@@ -351,6 +351,25 @@ end
 local Job = {}
 Job.__index = Job
 
+--- A workgroup size a kernel that combines per-subgroup partials over
+--- gl_NumSubgroups (gram, tensor) can run, on this device: within its limits,
+--- and whole subgroups (or one at most). Where the last subgroup is partial,
+--- lavapipe (Mesa 22.3, subgroup size 8) reports gl_NumSubgroups =
+--- floor(threads / 8) (12 for 100 threads, whose subgroup ids run to 12), so
+--- that subgroup's candidates were never combined: wrong winners, an item out
+--- of range or a segmentation fault. Fails with one line.
+function _M.check_workgroup(info, wg, kernel_name)
+    local most = min(info.max_workgroup_size, info.max_workgroup_invocations)
+    if wg > most then
+        fail(string_format("workgroup size %.0f: device '%s' runs at most %d threads a workgroup", wg, info.name, most))
+    end
+    local sub = info.subgroup_size
+    if sub > 0 and wg > sub and wg % sub ~= 0 then
+        fail(string_format("workgroup size %d: the %s kernel combines whole subgroups: it takes a multiple of "
+            .. "device '%s''s subgroup size %d, or at most %d", wg, kernel_name, info.name, sub, sub))
+    end
+end
+
 --- The step kernel's shape on this device: threads, window capacity, the
 --- staged rows and where approx lives; fails where shared memory is short.
 local function plan(ctx, e, opts)
@@ -358,6 +377,7 @@ local function plan(ctx, e, opts)
     local dim, kind = e.dim, info.type == "cpu" and "cpu" or "gpu"
     local wg = opts.workgroup_size or (kind == "gpu" and min(GPU_WORKGROUP, info.max_workgroup_invocations,
                                                               info.max_workgroup_size) or device.default_workgroup(info))
+    _M.check_workgroup(info, wg, "gram")
     local capacity = opts.window_capacity or wg
     local check = opts.defines and opts.defines.DIVGPU_GRAM_CHECK
     local subgroup_slots = ceil(wg / max(1, info.subgroup_size))

@@ -208,6 +208,7 @@ local function make_job(ctx, e, opts)
     if not ok then fail("the tensor filter cannot run here: " .. why) end
     local info = ctx.info
     local wg = opts.workgroup_size or device.default_workgroup(info)
+    gram.check_workgroup(info, wg, "tensor")
     local capacity = opts.window_capacity or wg
     local subgroup_slots = ceil(wg / max(1, info.subgroup_size))
     -- tensor.comp's shared arrays: the centroid, the reductions', the window and its reaching tiles.
