@@ -23,10 +23,18 @@ local function range(a, b)
     for s = a, b - 1 do t[#t + 1] = s end
     return divgpu.array("u32", t)
 end
+local tuning_keys = require("divgpu.methods").tuning_keys()  -- bench-only switches go in opts.tuning
 local function gram(e, starts, L, o)
-    o = o or {}
-    o.ctx, o.embeddings, o.starts, o.length, o.method = ctx, e, starts, L, "gram"
-    return assert(driver.run(o))
+    local run = { ctx = ctx, embeddings = e, starts = starts, length = L, method = "gram" }
+    for k, v in pairs(o or {}) do
+        if tuning_keys[k] then
+            run.tuning = run.tuning or {}
+            run.tuning[k] = v
+        else
+            run[k] = v
+        end
+    end
+    return assert(driver.run(run))
 end
 local function identical(e, starts, L, o)
     local out, stats = gram(e, starts, L, o)
