@@ -11,25 +11,7 @@ use super::bound::Factors;
 use super::deps::{gram, Error, Result, Table};
 use super::exact::{self, Transposed};
 use super::filter::{Counts, Gram};
-use super::rate;
-
-/// How the steps are computed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Plan {
-    /// The certified Gram filter.
-    Gram,
-    /// Every candidate's chain every step.
-    Direct,
-}
-
-impl Plan {
-    pub fn name(self) -> &'static str {
-        match self {
-            Plan::Gram => "gram",
-            Plan::Direct => "direct",
-        }
-    }
-}
+use super::rate::{self, Plan};
 
 /// What a table's batches share: G' and the bound's factors, or the
 /// transposed table. Build it once and run every batch of a job on it.

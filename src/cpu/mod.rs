@@ -36,6 +36,7 @@ mod exact;
 mod filter;
 mod gram_matrix;
 mod job;
+pub mod measure;
 pub mod rate;
 mod simd;
 mod state;
@@ -43,7 +44,8 @@ mod state;
 mod tests;
 
 pub use filter::Counts;
-pub use job::{run, Job, Outcome, Plan, Prepared};
+pub use job::{run, Job, Outcome, Prepared};
+pub use rate::Plan;
 
 /// Whether the CPU runs the AVX2 + FMA builds of the hot loops.
 pub(crate) fn has_fma() -> bool {

@@ -4,7 +4,8 @@
 //! smallest approx) fails parity.
 
 use super::deps::{clustered, gram, mirror, Result, Table};
-use super::job::{Job, Plan, Prepared};
+use super::job::{Job, Prepared};
+use super::rate::Plan;
 use super::{gram_matrix, run};
 
 fn prepared(t: &Table, plan: Plan, scale: f64) -> Result<(Prepared, Vec<f64>)> {

@@ -155,7 +155,7 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
             };
             let n = o.get::<Option<usize>>("n")?.unwrap_or(2048);
             let dim = o.get::<Option<usize>>("dim")?.unwrap_or(384);
-            rates_table(lua, &rate::measure(n, dim, o.get("threads")?)?)
+            rates_table(lua, &crate::cpu::measure::measure(n, dim, o.get("threads")?)?)
         })?,
     )?;
     t.set("release", function(lua, |_, ()| Ok(KEPT.with_borrow_mut(|k| *k = None)))?)?;

@@ -1,0 +1,47 @@
+//! The CPU method's rates measured on this machine (`rate::Rates`): G's
+//! build, a Gram step and a direct step, each timed on a small table.
+
+use std::time::Instant;
+
+use super::deps::{Result, Table};
+use super::job::{on_threads, Job, Prepared};
+use super::rate::{Plan, Rates};
+
+/// A deterministic table of `n` rows of `dim` values in [-1, 1) (an LCG).
+fn probe_table(n: usize, dim: usize) -> Result<Table> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let data = (0..n * dim)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 23) as f32) - 1.0
+        })
+        .collect();
+    Table::from_rows("cpu-rate-probe", n, dim, data, None)
+}
+
+fn timed_batch(t: &Table, norms: &[f64], p: &Prepared, seqs: usize, length: usize, threads: Option<usize>) -> Result<f64> {
+    let starts: Vec<u32> = (0..seqs as u32).map(|i| i * 7 % t.n as u32).collect();
+    let job = Job { starts: &starts, length, prefix: &[], from: 1, instrument: false };
+    let t0 = Instant::now();
+    p.run(t, norms, &job, threads, None)?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// The three rates on this machine, on an `n x dim` table (a second or two
+/// at 2,048 x 384 on 2 cores).
+pub fn measure(n: usize, dim: usize, threads: Option<usize>) -> Result<Rates> {
+    let t = probe_table(n.max(64), dim.max(1))?;
+    let norms = super::deps::gram::row_norm_bounds(&t);
+    let workers = threads.unwrap_or_else(|| on_threads(None, rayon::current_num_threads).unwrap_or(1)).max(1);
+    let seqs = 2 * workers;
+    let g = Prepared::new(&t, &norms, Some(Plan::Gram), 0, threads, 1.0)?;
+    let (nf, df) = (t.n as f64, t.dim as f64);
+    let build = g.setup_seconds / (nf * nf * df);
+    let gram_len = 65.min(t.n);
+    let step = timed_batch(&t, &norms, &g, seqs, gram_len, threads)? / (nf * (seqs * (gram_len - 1)) as f64);
+    drop(g);
+    let d = Prepared::new(&t, &norms, Some(Plan::Direct), 0, threads, 1.0)?;
+    let direct_len = 9.min(t.n);
+    let direct = timed_batch(&t, &norms, &d, seqs, direct_len, threads)? / (nf * df * (seqs * (direct_len - 1)) as f64);
+    Ok(Rates { build, step, direct })
+}
