@@ -25,7 +25,7 @@ local methods = require "divgpu.methods"
 local cost = require "divgpu.cost"
 
 local need, fail, catch = failure.need, failure.fail, failure.catch
-local ipairs, tostring, type, error, require = ipairs, tostring, type, error, require
+local ipairs, pairs, tostring, type, error, require = ipairs, pairs, tostring, type, error, require
 local string_format, concat, sort, ceil, min, max = string.format, table.concat, table.sort, math.ceil, math.min, math.max
 
 local _M = {}
@@ -212,11 +212,39 @@ local function choose_tile(ctx, e, p, asked)
         t, l2, e.dim, bpv, source)
 end
 
+--- Where every device is a CPU one (lavapipe) and auto weighed the job by
+--- cost, the host's own method (cpu, in the registry) is weighed too: the
+--- same cores without Vulkan between them. Returns the host's context when
+--- it is the cheaper, with why.
+local function host_instead(contexts, e, asked, p)
+    local cpu = methods.find("cpu")
+    if not cpu or (asked.method or "auto") ~= "auto" or not (p.estimates and asked.length) then return nil end
+    if asked.spirv or asked.shader_name or not methods.request(asked.shape, asked.precision).plain then return nil end
+    for _, c in ipairs(contexts) do
+        if methods.device_kind(c) ~= "vulkan" or c.info.type ~= "cpu" then return nil end
+    end
+    local best, best_key = math.huge, nil
+    for key, seconds in pairs(p.estimates) do
+        if seconds < best then best, best_key = seconds, key end
+    end
+    local host = cpu.host_context()
+    local mine = cpu.seconds(host, e.n, e.dim, asked.sequences or 1, asked.length)
+    if mine >= best then return nil end
+    return host, string_format("the only devices are CPU ones; estimated cpu %s on the host's cores (%s), "
+        .. "%s %s on %s", cost.seconds_text(mine), cpu.rates(host).source, tostring(best_key), cost.seconds_text(best),
+        contexts[1].info.name)
+end
+
 local function make(contexts, e, asked)
     local ctx = contexts[1]
     local p = { why = {}, devices = #contexts, precision = asked.precision or "fp32", asked = asked.method or "auto",
                 shape_chosen = asked.shape == methods.AUTO_SHAPE }
     p.method, p.why.method, p.shape, p.estimates = choose_method(ctx, e, asked)
+    local host, why = host_instead(contexts, e, asked, p)
+    if host then
+        p.method, p.why.method, p.shape, p.precision, p.contexts, p.devices = "cpu", why, nil, nil, { host }, 1
+        return p
+    end
     check_others(contexts, e, asked, p.method)
     if p.method == "direct" then p.shape = p.shape or asked.shape end
     if p.shape == nil or p.shape == methods.AUTO_SHAPE then p.shape = methods.get("direct").default_shape() end

@@ -161,8 +161,9 @@ function _M.run_header(r)
         where = string_format("%d devices (%s)", #r.contexts, concat(_M.device_names(r.contexts), ", "))
     end
     local what = r.method == "direct" and string_format("shape %s, %s, ", r.shape, r.precision) or ""
-    _M.note("%d sequences x %d steps on %s (%d items, dim %d), %s%s layout, %d in flight%s, fma %s", #r.starts, r.length,
-        where, r.e.n, r.e.dim, what, r.layout, r.in_flight, #r.contexts > 1 and " per device" or "", r.fma)
+    local layout = r.layout and (r.layout .. " layout") or "the table in host memory"
+    _M.note("%d sequences x %d steps on %s (%d items, dim %d), %s%s, %d in flight%s, fma %s", #r.starts, r.length,
+        where, r.e.n, r.e.dim, what, layout, r.in_flight, #r.contexts > 1 and " per device" or "", r.fma)
     -- The plan's reasons, once (divgpu.plan).
     for _, line in ipairs(require("divgpu.plan").lines(r.plan)) do _M.note("%s", line) end
 end

@@ -37,7 +37,12 @@ end
 --- other GPU (integrated, virtual), else every device (a CI machine with
 --- lavapipe only); a list may name a device twice, which opens two contexts
 --- on it (their queues run side by side).
-function _M.open_devices(value)
+function _M.open_devices(value, method)
+    -- The host's cores: no Vulkan device is opened (the CPU method).
+    if value == "cpu" or method == "cpu" then
+        if value ~= nil and value ~= "cpu" then fail("--method cpu runs on the host: give --device cpu or no --device") end
+        return { require("divgpu.methods.cpu").host_context() }
+    end
     -- No --device: the GPUs a job scheduler assigned, if it did (CUDA_VISIBLE_DEVICES, ...).
     if value == nil then value = assigned_devices(need(divgpu.devices{})) end
     local entries = options.device_entries(value)
@@ -109,11 +114,13 @@ local function plan_rest(a, e, starts, cp, r)
     r.e, r.resumed = e, cp.done
     r.starts = need(divgpu.array("u32", #starts - r.resumed))
     for i = 1, #r.starts do r.starts[i] = starts[r.resumed + i] end
-    r.contexts = _M.open_devices(a.device)
+    r.contexts = _M.open_devices(a.device, a.method)
     r.plan = _M.make_plan(r.contexts, e, _M.asked(a, r, #r.starts))
+    -- Auto may move a CPU-only device's job to the host's cores (divgpu.plan).
+    r.contexts = r.plan.contexts or r.contexts
     r.method, r.shape, r.layout, r.tile = r.plan.method, r.plan.shape or r.shape, r.plan.layout, r.plan.tile
     r.method_note = r.plan.why.method
-    r.fma = need(device.fma_mode(r.contexts[1]))
+    r.fma = r.plan.method == "cpu" and "exact on the host" or need(device.fma_mode(r.contexts[1]))
 end
 
 --- Runs the starts the checkpoint `cp` does not have yet, committing each

@@ -7,4 +7,5 @@ return {
     "direct",
     "gram",
     "tensor",
+    "cpu",
 }
