@@ -39,7 +39,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::durable::folder::{self, stat_of, try_flock, user_name, Folder};
-use crate::durable::safe_write::{host_name, process_alive, sync_folder, Target, Temp};
+use crate::durable::target::{sync_folder, Target};
+use crate::durable::temp::{host_name, process_alive, Temp};
 use crate::error::{Error, Result};
 
 /// Who holds a lock.

@@ -1,9 +1,16 @@
 use super::*;
 use std::os::unix::fs::symlink;
 use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 use std::fs::{self, Permissions};
 use std::os::unix::fs::PermissionsExt;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use crate::durable::folder::{try_flock, Folder};
+use crate::durable::temp::is_stale_temporary;
+use crate::error::Result;
 
 fn tmp(name: &str) -> PathBuf {
     crate::test_support::tmp("safe", name)
