@@ -3,6 +3,11 @@
 # "ok - NAME" or "not ok - NAME" (with what it saw, indented); `finish` prints
 # "N passed, M failed" and fails the script if anything failed.
 divgpu=bin/divgpu
+# The shell tests exercise the Vulkan kernels on lavapipe: the run's device
+# is named (docs/cli.md: DIVGPU_DEVICE is --device's default), so auto does
+# not move their jobs to the host's cores; tests/cpu_method_test.sh unsets
+# it to check that default.
+export DIVGPU_DEVICE=${DIVGPU_DEVICE-0}
 tmp=$(mktemp -d)
 cleanups=()
 # on_exit CMD: run CMD (a string, eval'd) when the script ends, before $tmp is removed.

@@ -212,13 +212,16 @@ local function choose_tile(ctx, e, p, asked)
         t, l2, e.dim, bpv, source)
 end
 
---- Where every device is a CPU one (lavapipe) and auto weighed the job by
---- cost, the host's own method (cpu, in the registry) is weighed too: the
---- same cores without Vulkan between them. Returns the host's context when
---- it is the cheaper, with why.
+--- Where the caller offers the host (asked.host: the CLI, when no device
+--- was named), every device is a CPU one (lavapipe) and auto weighed the
+--- job by cost, the host's own method (cpu, in the registry) is weighed
+--- too: the same cores without Vulkan between them. Returns the host's
+--- context when it is the cheaper, with why.
 local function host_instead(contexts, e, asked, p)
     local cpu = methods.find("cpu")
-    if not cpu or (asked.method or "auto") ~= "auto" or not (p.estimates and asked.length) then return nil end
+    if not (asked.host and cpu) or (asked.method or "auto") ~= "auto" or not (p.estimates and asked.length) then
+        return nil
+    end
     if asked.spirv or asked.shader_name or not methods.request(asked.shape, asked.precision).plain then return nil end
     for _, c in ipairs(contexts) do
         if methods.device_kind(c) ~= "vulkan" or c.info.type ~= "cpu" then return nil end

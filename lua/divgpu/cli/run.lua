@@ -114,8 +114,12 @@ local function plan_rest(a, e, starts, cp, r)
     r.e, r.resumed = e, cp.done
     r.starts = need(divgpu.array("u32", #starts - r.resumed))
     for i = 1, #r.starts do r.starts[i] = starts[r.resumed + i] end
-    r.contexts = _M.open_devices(a.device, a.method)
-    r.plan = _M.make_plan(r.contexts, e, _M.asked(a, r, #r.starts))
+    local named = a.device or os.getenv("DIVGPU_DEVICE")
+    if named == "" then named = nil end
+    r.contexts = _M.open_devices(named, a.method)
+    local asked = _M.asked(a, r, #r.starts)
+    asked.host = named == nil  -- no device named: auto may take the host's cores instead of a CPU-only device
+    r.plan = _M.make_plan(r.contexts, e, asked)
     -- Auto may move a CPU-only device's job to the host's cores (divgpu.plan).
     r.contexts = r.plan.contexts or r.contexts
     r.method, r.shape, r.layout, r.tile = r.plan.method, r.plan.shape or r.shape, r.plan.layout, r.plan.tile

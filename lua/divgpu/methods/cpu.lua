@@ -116,9 +116,12 @@ function _M.fits()
     return true, "the host (G where it fits a quarter of the memory, else every chain)"
 end
 
---- The job's seconds on this host: { { seconds, label } } (divgpu.cost's form).
+--- The job's seconds on this host: { { seconds, label } } (divgpu.cost's
+--- form); nothing on a device that is not the host (a Vulkan device's
+--- weighing names no cpu: plan.make weighs the host beside it).
 function _M.estimate(job, device)
-    local rates = device.cpu_rates or _M.rates(device.ctx)
+    if not (device.ctx and device.ctx.kind == "cpu") then return nil end
+    local rates = _M.rates(device.ctx)
     local seconds, plan = divgpu.cpu.estimate{ n = job.n, dim = job.dim, steps = job.sequences * (job.length - 1),
                                                rates = rates }
     return { { seconds = seconds, label = "cpu (" .. plan .. ")" } }
