@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Trust no path, no file and no caller (issue 29, items 1, 2, 4, 5, 6, 10,
-# 11, 12, 14, 15, 22, 25): each item of the issue has a section below named
-# by its number; each fails on the code before the fix and passes after.
+# Trust no path, no file and no caller (round 3 of docs/RELIABILITY.md,
+# items 1, 2, 4, 5, 6, 10, 11, 12, 14, 15, 22, 25): each item has a section
+# below named by its number; each failed on the code before its fix.
 # Runs as root, and as an unprivileged user it makes (useradd) where
 # ownership matters; it sets fs.protected_symlinks both ways and puts the
 # setting back. A case that cannot get what it needs fails, never skips.

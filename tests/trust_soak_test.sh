@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak of merge and convert (issue 29; tests/soak_test.sh does run): each
+# Soak of merge and convert (round 3 of docs/RELIABILITY.md; tests/soak_test.sh does run): each
 # command killed with kill -9 at random moments, at least SOAK_KILLS times
 # (default 20) each, then run again. After every kill the output is the old
 # file or the whole new one (cmp), never a part; the last command ends and
