@@ -80,7 +80,10 @@ local function measure(ctx)
     local info = ctx.info
     local cpu = info.type == "cpu"
     local groups = cpu and 8 or 4096
-    local pipeline = need(ctx:pipeline{ spirv = need(device.shader(ctx, "rates")), name = "rates", interface = INTERFACE })
+    -- The device's switches as the kernels get them (fma emulated on lavapipe): the rates are those of the chain they run.
+    local spirv = need(device.shader(ctx, "rates"))
+    local pipeline = need(ctx:pipeline{ spirv = spirv, name = "rates", interface = INTERFACE,
+                                        specialization = device.specialization_of(spirv) })
     local words4 = cpu and 2 ^ 18 or 2 ^ 25  -- 4 MiB or 512 MiB copied
     local out = need(ctx:buffer(groups * 64 * 8, "rates out"))
     local src, dst = need(ctx:buffer(words4 * 16, "rates src")), need(ctx:buffer(words4 * 16, "rates dst"))
