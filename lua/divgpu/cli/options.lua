@@ -398,6 +398,7 @@ local function validate_run(a)
     _M.positive_integer(a.in_flight, "--in-flight", 64)
     optional(_M.positive_integer, a.length, "--length")
     optional(_M.positive_integer, a.batch, "--batch")
+    positive_number(a.checkpoint_interval, "--checkpoint-interval")
     local target_ms = positive_number(a.target_ms, "--target-ms")
     if target_ms > 900 then
         fail("--target-ms %s is out of range: more than 0 and at most 900 (a submission must stay under a second)", a.target_ms)
@@ -493,11 +494,13 @@ end
 local function run_command(p)
     local run = p:command("run", "Compute the diversity sequences and write the cache (docs/formats.md#cache-file).")
     run:epilog("Each finished batch is committed to OUT.checkpoint/ beside the output. Ctrl-C (SIGINT) or "
-        .. "SIGTERM stops at the next chunk boundary (exit 130 or 143; a second signal exits at once); kill -9 "
+        .. "SIGTERM stops at the next chunk boundary (exit 130 or 143; a second signal, more than a second after the first, exits at once: "
+        .. "two within a second, as `timeout -s INT` sends to the process and its group, count as one); kill -9 "
         .. "loses at most the batches in progress and any still being written. Running the same command again resumes and writes the bytes "
         .. "of an uninterrupted run; a checkpoint of another table, --length, --starts or contract is refused "
         .. "(--restart discards it).")
-    run:option("--embeddings", "embeddings.json to read." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
+    run:option("--embeddings", "The table to read: an embeddings.json, or X.npy (float32 rows; titles from "
+        .. "X.titles.json beside it, if there)." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
     run:option("--out", "Cache to write (atomically; a link is written through), held by OUT.lock while the run lasts; "
         .. "- streams it to standard output (no checkpoint). Default: diversity_cache.json, or diversity_cache.bin "
         .. "with --format binary.")
@@ -510,10 +513,14 @@ local function run_command(p)
         .. "starts), the contiguous block of positions floor(I*M/N) .. floor((I+1)*M/N)-1 of the M starts; the cache "
         .. "is a part for 'divgpu merge'.")
     run:option("--length", "Items per sequence, 1..N. Default: N (a full ordering).")
-    run:option("--batch", "Sequences per GPU batch. Default: from the device's limits.")
+    run:option("--batch", "Sequences per GPU batch. Default: from the device's limits, and no more than the plan "
+        .. "estimates to finish in --checkpoint-interval seconds.")
+    run:option("--checkpoint-interval", "Seconds of work a batch aims at (its size from the plan's estimate), so a "
+        .. "finished batch is committed to the checkpoint about this often; the bytes do not depend on it.", "60")
     run:option("--device", "Device index or name substring (see 'divgpu info'); all (every GPU); or a list "
         .. "0,1 (the sequences are split across them, same output; naming one device twice opens two "
-        .. "contexts on it). Default: a discrete GPU.")
+        .. "contexts on it); or cpu (the host's cores, the cpu method, no Vulkan). Default: $DIVGPU_DEVICE where set, "
+        .. "else a discrete GPU (none named: auto may move a job from a CPU-only Vulkan device to the host).")
     run:option("--target-ms", "GPU time each submission aims at, in milliseconds (90: a tenfold rise in cost "
         .. "still keeps the two chunks in flight under a second).", "90")
     run:option("--method", "auto (the cheapest, by estimates from the device's rates, of the methods that "
@@ -551,7 +558,7 @@ local function file_commands(p)
     verify:epilog("Exit status: 0 when every sequence checked agrees with the mirror, 1 for a difference (a sequence, "
         .. "or a cache made from another table), 2 for input that cannot be read or is not valid (a missing file, "
         .. "a truncated cache, bad JSON, a bad option).")
-    verify:option("--embeddings", "embeddings.json the cache was made from." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
+    verify:option("--embeddings", "The table the cache was made from: an embeddings.json, or X.npy." .. EMBEDDINGS_HELP, DEFAULT_EMBEDDINGS)
     verify:option("--cache", "Cache to check, JSON or binary.", "diversity_cache.json")
     verify:option("--sequences", "Check only the first K sequences. Default: all.")
     verify:option("--sample", "Check K sequences at positions chosen by --seed (the same on every machine, "
@@ -597,7 +604,7 @@ local function bench_command(p)
         .. "gram|auto[:kIN_FLIGHT][:columns] (docs/contract.md#gram); the first is the reference."):args("2+")
     b:option("--method", "The method of configurations named by a shape: auto (gram where G fits the device, "
         .. "for baseline fp32), direct or gram (docs/contract.md#auto).", "auto")
-    b:option("--embeddings", "embeddings.json to run on (default: the shipped poems).")
+    b:option("--embeddings", "The table to run on: an embeddings.json, or X.npy (default: the shipped poems).")
     b:option("--synth", "Use a synthetic clustered table N,D[,CLUSTERS] instead.")
     b:option("--sequences", "Sequences per run (default: every item, at most 4096).")
     b:option("--steps", "Steps per run (iterations timed).", "100")
