@@ -96,6 +96,7 @@ test: deps build build/fault/divgpu.so
 	tests/function_length_test.sh
 	tests/import_cycles_test.sh
 	tests/tree_test.sh
+	tests/architecture_test.sh
 	DIVGPU_VALIDATION=1 tests/cpu_method_test.sh
 	DIVGPU_VALIDATION=1 tests/toy_kernel_test.sh
 	python3 bench/render_tables.py --check

@@ -47,8 +47,8 @@ def first_sentence(path):
     mark, words = COMMENT[path.suffix], []
     for line in path.read_text().splitlines():
         stripped = line.strip()
-        if stripped.startswith("#version") or (not words and not stripped):
-            continue
+        if not words and (not stripped or stripped.startswith("#")):
+            continue  # before the comment: blank lines, #version, #extension
         if not stripped.startswith(mark) or (mark == "//" and stripped.startswith("///")):
             break
         text = stripped[len(mark):].strip()
