@@ -36,4 +36,18 @@ if check_under $((bytes - 1)) fuzz/corpus 2>/dev/null; then
     echo "twin: a limit under the corpus's size passed" >&2
     exit 1
 fi
+# The durations of make run and make test are stated in one place
+# (docs/durations.md), which the README, testing.md and install.md link
+# instead of quoting a figure of their own.
+for doc in README.md docs/testing.md docs/install.md; do
+    grep -q "durations.md" "$doc" || { echo "$doc: does not link docs/durations.md" >&2; exit 1; }
+    if grep -n -E "make (run|test)" "$doc" | grep -E "[0-9]+ ?(s|min|minutes)\b"; then
+        echo "$doc: states a duration of its own (the lines above); durations go in docs/durations.md" >&2
+        exit 1
+    fi
+done
+# Twin: a doc with a duration of its own is caught.
+if printf 'make test takes 7 minutes\n' | grep -E "make (run|test)" | grep -q -E "[0-9]+ ?(s|min|minutes)\b"; then :; else
+    echo "twin: a stated duration was not caught" >&2; exit 1
+fi
 echo "tree: ok"
