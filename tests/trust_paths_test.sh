@@ -176,7 +176,7 @@ check "10 twin: the run's cache is the reference" cmp -s "$M/c.json" "$tmp/small
 ## 11. One lock for every writer: nothing replaces a running job's output.
 A=$tmp/busy/A.json
 mkdir "$tmp/busy"
-$divgpu run "${job[@]}" --out "$A" 2>"$tmp/busy.err" &
+$divgpu run "${job[@]}" --out "$A" 2>"$tmp/busy.err" >/dev/null &
 apid=$!
 wait_for "$A.lock" || not_ok "11: the run took its lock"
 lock_before=$(sums "$A.lock")
@@ -206,7 +206,7 @@ kill $fpid 2>/dev/null; wait $fpid 2>/dev/null
 ## namespace (liveness by flock); the stats temporary is named as documented.
 N=$tmp/ns
 mkdir "$N"
-$divgpu run "${job[@]}" --out "$N/c.json" --stats "$N/s.jsonl" 2>"$tmp/ns.err" &
+$divgpu run "${job[@]}" --out "$N/c.json" --stats "$N/s.jsonl" 2>"$tmp/ns.err" >/dev/null &
 npid=$!
 temp=$(lasting_temp "$N")
 check "12: the run streams its stats to a temporary" test -n "$temp"
