@@ -19,21 +19,29 @@ echo "# soak of merge and convert: $kills_wanted kills each, SOAK_SEED=$seed"
 # convert takes a few tenths of a second here, longer than most delays below.
 fake_parts "$tmp/p" 4001 1600 1500 4
 parts=("$tmp/p-0.json" "$tmp/p-1.json" "$tmp/p-2.json" "$tmp/p-3.json")
+t0=$(millis)
 expect_ok "the uninterrupted merge" $divgpu merge --quiet --out "$tmp/whole.json" "${parts[@]}"
+merge_ms=$(( $(millis) - t0 ))
+t0=$(millis)
 expect_ok "the uninterrupted convert" $divgpu convert --quiet "$tmp/whole.json" --out "$tmp/whole.bin"
+convert_ms=$(( $(millis) - t0 ))
+echo "# an uninterrupted merge took $merge_ms ms, a convert $convert_ms ms"
 
-# soak NAME OUT CMD...: CMD writes OUT; kill -9 it after a random 0 to 0.6 s
-# until kills_wanted kills landed; after each, OUT is "old" or the whole file.
+# soak NAME MS OUT CMD...: CMD (which takes about MS milliseconds) writes
+# OUT; kill -9 it after a random 0 to 1.2 MS ms (at least 50) until kills_wanted
+# kills landed; after each, OUT is "old" or the whole file.
 soak() {
-    local name=$1 out=$2; shift 2
-    local want=$tmp/whole.${out##*.} kills=0 finished=0 runs=0 torn=0 pid
+    local name=$1 ms=$2 out=$3; shift 3
+    ms=$(( ms * 6 / 5 )); [ "$ms" -ge 50 ] || ms=50
+    local want=$tmp/whole.${out##*.} kills=0 finished=0 runs=0 torn=0 pid d
     echo old >"$out"
     : >"$tmp/soak.err"
-    while [ $kills -lt "$kills_wanted" ] && [ $runs -lt $((3 * kills_wanted)) ]; do
+    while [ $kills -lt "$kills_wanted" ] && [ $runs -lt $((5 * kills_wanted)) ]; do
         runs=$((runs + 1))
         "$@" >/dev/null 2>>"$tmp/soak.err" &
         pid=$!
-        sleep "$(printf '0.%03d' $((RANDOM % 600)))"
+        d=$(( (RANDOM * 32768 + RANDOM) % ms ))
+        sleep "$(printf '%d.%03d' $((d / 1000)) $((d % 1000)))"
         if kill -9 $pid 2>/dev/null; then
             wait $pid 2>/dev/null
             kills=$((kills + 1))
@@ -56,8 +64,8 @@ soak() {
     check "$name: no error but stale locks taken over" test -z "$(grep -v 'took over the stale lock' "$tmp/soak.err")"
 }
 mkdir "$tmp/m" "$tmp/c"
-soak "merge" "$tmp/m/merged.json" $divgpu merge --quiet --out "$tmp/m/merged.json" "${parts[@]}"
-soak "convert" "$tmp/c/converted.bin" $divgpu convert --quiet "$tmp/whole.json" --out "$tmp/c/converted.bin"
+soak "merge" "$merge_ms" "$tmp/m/merged.json" $divgpu merge --quiet --out "$tmp/m/merged.json" "${parts[@]}"
+soak "convert" "$convert_ms" "$tmp/c/converted.bin" $divgpu convert --quiet "$tmp/whole.json" --out "$tmp/c/converted.bin"
 # Twin of the comparison: one item changed is another file.
 python3 - "$tmp/whole.json" "$tmp/altered.json" <<'PY'
 import sys
