@@ -2,7 +2,10 @@
 //! work (LuaJIT has no signal API). While catching, the first signal only sets
 //! the flag, so the run stops at the next chunk boundary with its checkpoint
 //! intact; a second one exits at once (status 128 + signal), losing at most
-//! the batch in progress, as `kill -9` would. When not catching, a signal has
+//! the batch in progress, as `kill -9` would, unless it comes within
+//! `SAME_SIGNAL_MS` of the first: `timeout -s INT` (and a terminal's Ctrl-C
+//! to a pipeline) signals the process and then its group, two signals
+//! that are one request, so they count as one. When not catching, a signal has
 //! its default effect (the process ends).
 //!
 //! The handlers (signal-hook) are installed once, on the first `catch`; they
@@ -11,7 +14,7 @@
 //! SIGINT handler would otherwise raise "interrupted!" inside the driver (and
 //! reset SIGINT to its default, so the next one would kill the process).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -25,6 +28,31 @@ static PASS: AtomicBool = AtomicBool::new(true);
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// The caught signal's number, 0 if none.
 static CAUGHT: AtomicUsize = AtomicUsize::new(0);
+/// When the first signal came (CLOCK_MONOTONIC, ms).
+static FIRST_AT_MS: AtomicU64 = AtomicU64::new(0);
+/// A second signal this soon after the first is the same request.
+const SAME_SIGNAL_MS: u64 = 1000;
+
+/// CLOCK_MONOTONIC in milliseconds (clock_gettime is async-signal-safe).
+fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// The handler's exit on a second signal: only atomics, the clock and _exit.
+fn on_signal(sig: i32) {
+    if PASS.load(SeqCst) {
+        return;
+    }
+    let now = monotonic_ms();
+    if !ARMED.load(SeqCst) {
+        FIRST_AT_MS.store(now, SeqCst);
+    } else if now.saturating_sub(FIRST_AT_MS.load(SeqCst)) >= SAME_SIGNAL_MS {
+        signal_hook::low_level::exit(128 + sig);
+    }
+}
 static INSTALLED: Mutex<bool> = Mutex::new(false);
 
 fn install() -> Result<()> {
@@ -42,7 +70,8 @@ fn install() -> Result<()> {
         // Run in the order registered: the default action when not catching,
         // the exit for a second signal, then the flags.
         flag::register_conditional_default(sig, &PASS).map_err(failed)?;
-        flag::register_conditional_shutdown(sig, 128 + sig, &ARMED).map_err(failed)?;
+        // SAFETY: on_signal touches atomics, reads the clock and may _exit.
+        unsafe { signal_hook::low_level::register(sig, move || on_signal(sig)) }.map_err(failed)?;
         flag::register_usize(sig, &CAUGHT, sig as usize).map_err(failed)?;
         flag::register(sig, &ARMED).map_err(failed)?;
     }
@@ -86,6 +115,16 @@ mod tests {
         assert_eq!(caught(), None);
         signal_hook::low_level::raise(SIGTERM).unwrap();
         assert_eq!(caught(), Some("SIGTERM"));
+        catch(true).unwrap();
+    }
+
+    #[test]
+    fn a_second_signal_within_the_interval_counts_as_one() {
+        catch(true).unwrap();
+        signal_hook::low_level::raise(SIGINT).unwrap();
+        // Still running: the second came at once (a process and its group).
+        signal_hook::low_level::raise(SIGINT).unwrap();
+        assert_eq!(caught(), Some("SIGINT"));
         catch(true).unwrap();
     }
 }

@@ -78,6 +78,36 @@ describe("cost: auto's choice by estimated seconds", function()
     end)
 end)
 
+describe("cost: a CPU device (lavapipe) achieves its own fractions of its rates", function()
+    local function on(device_type)
+        local r = {}
+        for k, v in pairs(LAVAPIPE.rates) do r[k] = v end
+        r.device_type = device_type
+        return r
+    end
+    local j = job(2103, 384, 64, 2103)
+
+    it("the Gram step costs CPU_DEVICE's bytes a candidate-step there, G's build the same fraction", function()
+        local gpu, cpu = cost.gram_seconds(j, on(nil)), cost.gram_seconds(j, on("cpu"))
+        local steps = j.sequences * (j.length - 1) * j.n / LAVAPIPE.rates.copy
+        local extra = steps * (cost.CPU_DEVICE.gram_bytes_per_candidate_step - cost.GRAM_BYTES_PER_CANDIDATE_STEP)
+        assert.is_true(math.abs(cpu - gpu - extra) < 1e-9 * cpu, cpu .. " " .. gpu)
+    end)
+
+    it("the direct shapes at CPU_DEVICE's efficiencies there", function()
+        for _, shape in ipairs{ "gemm", "baseline" } do
+            local gpu, cpu = cost.direct_seconds(j, on(nil), shape), cost.direct_seconds(j, on("cpu"), shape)
+            local ratio = cost.EFFICIENCY[shape] / cost.CPU_DEVICE.efficiency[shape]
+            local dispatches = (j.length - 1) * (shape == "gemm" and 2 or 1) * LAVAPIPE.rates.dispatch
+            assert.is_true(math.abs((cpu - dispatches) / (gpu - dispatches) - ratio) < 1e-9, shape)
+        end
+    end)
+
+    it("twin: a GPU's rates keep the GPU's figures", function()
+        assert.are.equal(cost.gram_seconds(j, on("discrete")), cost.gram_seconds(j, on(nil)))
+    end)
+end)
+
 describe("rates: measured once per device and driver, cached, or a table", function()
     local rates = require "divgpu.rates"
     local function fresh_context()

@@ -2,7 +2,8 @@
 """Checks the progress a divgpu command wrote to a log (its stderr).
 
 Usage: tests/progress_check.py MODE LOG [--interval S] [--unit U]
-  plain  at least two plain lines (docs/cli.md#progress), none redrawn (no
+  plain  at least two plain lines (docs/cli.md#progress; the rate "?" until
+         one is measured), none redrawn (no
          carriage return or escape code anywhere in the log), done <= total,
          the percentage never falling
   json   the same with JSON lines: every field of the page, in its order,
@@ -19,7 +20,7 @@ import re
 import sys
 
 PLAIN = re.compile(r"^divgpu: progress: (\d+)/(\d+) (\w+)(?: \(\d+ resumed\))?, ([\d.]+)%"
-                   r"(?: \(batch \d+/\d+, step \d+/\d+\))?, [\d.]+ \w+/s, elapsed \S+, ETA \S+$")
+                   r"(?: \(batch \d+/\d+, step \d+/\d+\))?, (?:[\d.]+|\?) \w+/s, elapsed \S+, ETA \S+$")
 JSON_KEYS = ["event", "unit", "done", "total", "resumed", "percent", "batch", "batches", "step", "length",
              "elapsed_s", "rate_per_s", "eta_s"]
 TERMINAL = re.compile(r"\r(?!\n)|\x1b")  # a line ending \r\n (a pty's) redraws nothing

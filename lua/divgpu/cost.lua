@@ -46,14 +46,36 @@ _M.EFFICIENCY = { gram_build = 0.35, gemm = 0.49, baseline = 0.05, tensor = 0.30
 -- 1,048,576 x 384 in 0.27 s on the H200's host of 16 cores (2026-12-03).
 _M.HOST_SLICE_RATE = 1.3e9
 _M.GRAM_BYTES_PER_CANDIDATE_STEP = 40
+-- A CPU device (lavapipe: rates.type "cpu") achieves other fractions of its
+-- rates: no shared memory faster than its caches, barriers that cost whole
+-- loops, the contract's fma emulated. Measured on the 2-core development
+-- machine (Xeon, lavapipe 15, 2026-12-05, the poems, under other work: load
+-- about 3) against the rates rates.comp measured there: G's build 2.42-2.84
+-- s for N = 2,103 (0.35 holds); the gemm shape 28.6 s for 32 x 99
+-- sequence-steps (0.146 of the chain rate), baseline 3.47 s for 8 x 49
+-- (0.148); the Gram step 10.1 s for 64 x 2,102 and 3.93 s for 256 x 199
+-- sequence-steps, 223-228 bytes a candidate-step at the measured copy rate
+-- (the step's fixed work, barriers and the window's emulated chain, dominates
+-- there). tests/estimates_test.sh checks the estimates within 2x of the runs.
+_M.CPU_DEVICE = { efficiency = { gram_build = 0.35, gemm = 0.146, baseline = 0.148, tensor = 0.308 },
+                  gram_bytes_per_candidate_step = 225 }
+
+--- The efficiencies and the Gram step's bytes for a device's rates.
+local function achieved(rates)
+    if rates.device_type == "cpu" then
+        return _M.CPU_DEVICE.efficiency, _M.CPU_DEVICE.gram_bytes_per_candidate_step
+    end
+    return _M.EFFICIENCY, _M.GRAM_BYTES_PER_CANDIDATE_STEP
+end
 
 --- Seconds of the Gram method: G's build (one triangle of N^2 D fmas, f64),
 --- writing G (N^2 f32), and the steps.
 function _M.gram_seconds(job, rates)
     local n, dim = job.n, job.dim
-    local build = n * (n + 1) / 2 * dim / (rates.f64_fma * _M.EFFICIENCY.gram_build)
+    local efficiency, step_bytes = achieved(rates)
+    local build = n * (n + 1) / 2 * dim / (rates.f64_fma * efficiency.gram_build)
     local write = n * n * 4 / rates.copy
-    local steps = job.sequences * (job.length - 1) * n * _M.GRAM_BYTES_PER_CANDIDATE_STEP / rates.copy
+    local steps = job.sequences * (job.length - 1) * n * step_bytes / rates.copy
     return build + write + steps + (job.length - 1) * rates.dispatch
 end
 
@@ -68,7 +90,7 @@ function _M.direct_seconds(job, rates, shape, gemm_rows)
     end
     local fmas = rows * (job.length - 1) * job.n * job.dim
     local dispatches = (job.length - 1) * (shape == "gemm" and 2 or 1)
-    return fmas / (rates.f32_chain * _M.EFFICIENCY[shape]) + dispatches * rates.dispatch
+    return fmas / (rates.f32_chain * achieved(rates)[shape]) + dispatches * rates.dispatch
 end
 
 --- Seconds of the tensor filter: three int8 slice products a pair and

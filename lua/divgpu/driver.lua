@@ -42,6 +42,9 @@ _M.DEFAULT_TARGET_SECONDS = 0.09
 local DEFAULT_RING = 512
 
 local POLL_SECONDS = 0.0002  -- 0.2 ms between polls of several devices: a few per mille of a 90 ms submission
+-- Between polls of one device's set-up while on_setup is told of it: set-up
+-- takes seconds, and on a CPU device (lavapipe) the poller shares its cores.
+local SETUP_POLL_SECONDS = 0.002
 
 --- The plan of a run that names none: divgpu.plan's, from the run's
 --- options (the sequences each device takes, the job's length).
@@ -133,6 +136,10 @@ local function check_run(opts)
         error("driver.run: in_flight must be a positive integer", 3)
     end
     if opts.batch ~= nil and (type(opts.batch) ~= "number" or opts.batch < 1) then error("driver.run: batch must be >= 1", 3) end
+    if opts.checkpoint_seconds ~= nil and (type(opts.checkpoint_seconds) ~= "number" or not (opts.checkpoint_seconds > 0)) then
+        error("driver.run: checkpoint_seconds must be a number > 0", 3)
+    end
+    if opts.on_setup ~= nil and type(opts.on_setup) ~= "function" then error("driver.run: on_setup must be a function", 3) end
     if opts.method ~= nil and opts.method ~= "auto" and not (opts.job or opts.jobs or opts.plan) then
         -- A method asked for must compute the request (gram has no fp16, no shape).
         local ok, why = methods.get(opts.method, 3).serves(methods.request(opts.shape, opts.precision))
@@ -152,9 +159,9 @@ end
 --- made equal across batches, their count rounded up to a multiple of the
 --- devices (equal sizes may then round it down a little: 5 starts on 4
 --- devices are 3 batches of 2).
-local function plan_batches(jobs, total, ring, asked)
+local function plan_batches(jobs, total, ring, asked, cap)
     if asked then return min(asked, total) end
-    local size = math.huge
+    local size = cap or math.huge
     for _, job in ipairs(jobs) do size = min(size, job:max_batch(ring)) end
     size = min(size, total)
     -- Equal batches (a last batch of a few sequences would cost as many
@@ -162,6 +169,41 @@ local function plan_batches(jobs, total, ring, asked)
     local count = ceil(total / size)
     count = min(total, ceil(count / #jobs) * #jobs)
     return ceil(total / count)
+end
+
+--- The seconds the plan's method is estimated to take for one sequence of
+--- this run on one device (its cost model's estimate of the whole job, G's
+--- build included, over the sequences: an upper side), or nil where there
+--- is none (a job made by the caller, a method without an estimate, a
+--- context that is not a Vulkan device: the cpu method sizes its own batches).
+function _M.seconds_per_sequence(p, ctx, e, total, length)
+    if not p or total < 1 or length < 2 then return nil end
+    local m = methods.find(p.method)
+    local key = p.method == "direct" and p.shape or p.method
+    local seconds = p.estimates and p.estimates[key]
+    if not seconds and m and m.estimate and methods.device_kind(ctx) == "vulkan" and type(ctx) == "userdata" then
+        -- A method asked for by name: its estimate on this device's rates.
+        local ok, choice = pcall(function()
+            local device = { rates = require("divgpu.rates").of(ctx), memory = math.huge, name = ctx.info.name,
+                             info = ctx.info, shapes = p.shape and { p.shape } or nil, fits = { [m.name] = true },
+                             why_not = {} }
+            return require("divgpu.cost").choose({ n = e.n, dim = e.dim, sequences = total, length = length,
+                                                   precision = p.precision }, device, { m })
+        end)
+        seconds = ok and choice and choice.estimates[key] or nil
+    end
+    return seconds and seconds / total or nil
+end
+
+--- The largest batch the checkpoint interval allows (opts.checkpoint_seconds:
+--- a batch estimated to take at most that long, so that a finished batch is
+--- committed about that often; the bytes do not depend on the batch size),
+--- or nil for no cap.
+local function batch_cap(opts, p, jobs, e, total, length)
+    if not opts.checkpoint_seconds then return nil end
+    local per = _M.seconds_per_sequence(p, jobs[1].ctx, e, total, length)
+    if not per or per <= 0 then return nil end
+    return max(1, floor(opts.checkpoint_seconds / per))
 end
 
 --- One job per context (no more than there are sequences): given, or made
@@ -182,17 +224,25 @@ local function make_jobs(opts, contexts, e, total)
         end
     end
     -- overlap_setup = false makes them one after another (the twin of
-    -- tests/multidevice_spec.lua's check that they overlap).
-    if count > 1 and opts.overlap_setup ~= false then
+    -- tests/multidevice_spec.lua's check that they overlap). With on_setup,
+    -- one device's set-up yields too, so that it is told how long it runs.
+    local setup = opts.on_setup
+    if (count > 1 and opts.overlap_setup ~= false) or (setup and count == 1) then
         for _, maker in pairs(makers) do device.yield_in(maker) end
     end
+    local t0 = now()
+    if setup and count > 0 then setup{ phase = "start", elapsed = 0, method = p and p.method, devices = count } end
     while next(makers) do
         for d, maker in pairs(makers) do
             local job = failure.resume(maker)
             if coroutine.status(maker) == "dead" then jobs[d], makers[d] = job, nil end
         end
-        if next(makers) then divgpu.clock.sleep(POLL_SECONDS) end
+        if next(makers) then
+            if setup then setup{ phase = "running", elapsed = now() - t0, method = p and p.method } end
+            divgpu.clock.sleep(count > 1 and POLL_SECONDS or SETUP_POLL_SECONDS)
+        end
     end
+    if setup and count > 0 then setup{ phase = "done", elapsed = now() - t0, method = p and p.method } end
     return jobs, p
 end
 
@@ -332,6 +382,8 @@ local function progress(run, lane, c)
     if not run.opts.on_progress then return end
     run.opts.on_progress{ batch = lane.b + 1, batches = run.batches, step = c.first + c.n, length = run.length,
                           done = run.steps_done, total = run.batches * (run.length - 1), elapsed = now() - run.t0,
+                          -- The seconds since the steps began (after the set-up): the rate's.
+                          steps_elapsed = now() - run.t_steps,
                           chunk = c.n, device = lane.device, sequences_total = run.total,
                           sequences = run.sequences_finished }
 end
@@ -343,7 +395,7 @@ local function run_job(opts, contexts, starts, in_flight)
     -- Chunks in flight write disjoint slots of the ring: each chunk is at most
     -- ring / in_flight steps.
     local ring = max(min(opts.ring or DEFAULT_RING, max(1, length) * in_flight), in_flight)
-    local batch_size = plan_batches(jobs, total, ring, opts.batch)
+    local batch_size = plan_batches(jobs, total, ring, opts.batch, batch_cap(opts, p, jobs, e, total, length))
     local run = { opts = opts, starts = starts, total = total, length = length, in_flight = in_flight, ring = ring,
                   chunk_cap = floor(ring / in_flight), batch_size = batch_size, batches = ceil(total / batch_size),
                   result = not opts.on_batch and need(divgpu.array("u32", total * length)) or nil,
@@ -356,6 +408,7 @@ local function run_job(opts, contexts, starts, in_flight)
                                             chunks = 0, gpu_seconds = 0, build_seconds = job.build_seconds } }, Lane)
     end
     run.stats = initial_stats(lanes, p, now() - t0, run.batches, batch_size)
+    run.t_steps = now()
     local outcome = scheduler.run(
         { batches = run.batches, length = length, in_flight = in_flight, now = now, sleep = divgpu.clock.sleep,
           poll_seconds = POLL_SECONDS },
@@ -376,7 +429,7 @@ end
 --- on_batch or the run stopped; nil, err when a device, the GPU or a
 --- callback fails. opts: docs/api.md#divgpudriverrun (ctx or contexts or
 --- job or jobs, embeddings, starts, length, method, the methods' options,
---- batch, in_flight, target_seconds, on_progress, on_chunk, on_batch, stop).
+--- batch, checkpoint_seconds, in_flight, target_seconds, on_setup, on_progress, on_chunk, on_batch, stop).
 function _M.run(opts)
     if type(opts) ~= "table" then error("driver.run: opts must be a table", 2) end
     local contexts, starts, in_flight = check_run(opts)

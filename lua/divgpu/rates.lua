@@ -27,7 +27,8 @@ _M.KNOWN = {
     -- int8_mac: the tensor cores' int8 16 x 16 x 32 rate from registers (1,278.7 TOPS,
     -- 2026-12-03; not measured here: shaders/rates.comp has no cooperative matrices).
     ["NVIDIA H200"] = { f32_chain = 32.0e12, f64_fma = 16.7e12, copy = 4.0e12, dispatch = 4e-6, int8_mac = 6.39e14 },
-    llvmpipe = { f32_chain = 1.0e8, f64_fma = 1.0e9, copy = 1.0e10, dispatch = 2e-4 },
+    -- lavapipe on the 2-core development machine (rates.comp, 2026-12-05).
+    llvmpipe = { f32_chain = 6.2e8, f64_fma = 8.5e8, copy = 6.2e9, dispatch = 9e-5 },
     default = { f32_chain = 1.0e12, f64_fma = 1.0e11, copy = 2.0e11, dispatch = 2e-5 },
 }
 
@@ -168,6 +169,9 @@ function _M.of(ctx)
         r.int8_mac = known.int8_mac
         r.source = r.source .. "; int8 from the table of known devices"
     end
+    -- What the cost model reads beside the rates: a CPU device (lavapipe)
+    -- achieves other fractions of them than a GPU (divgpu.cost.CPU_DEVICE).
+    r.device_type = info.type
     by_context[ctx] = r
     return r
 end

@@ -33,13 +33,15 @@ pub struct Rates {
     pub direct: f64,
 }
 
-/// Measured by `measure(2048, 384, None)` (the lowest of three) on the 2-core
-/// development machine (Intel Xeon, AVX2/FMA/AVX-512) the CPU method was
-/// written on, 2026-12-05, under a load average of 14 from other work: wall
-/// times about 3x an idle machine's, but their ratios, which choose the plan,
-/// hold (a Gram step about 50x cheaper than a direct one at D = 384; G's
-/// build worth it past about 0.6 N sequence-steps).
-pub const DEFAULT: Rates = Rates { build: 2.4e-10, step: 3.1e-9, direct: 4.2e-10 };
+/// The rates `measure` cached on the 2-core development machine (Intel
+/// Xeon, AVX2/FMA/AVX-512) the CPU method was written on (build 3.7e-11,
+/// step 8.5e-10, direct 9.4e-11, 2026-12-05, load about 3), times 1.3: the
+/// wall time of whole runs of the poems over those kernel seconds there
+/// (1.09-1.45; lua/divgpu/methods/cpu.lua's WALL_OVER_KERNELS). An earlier
+/// DEFAULT, measured under a load average of 14, was 3-6x these. The ratios
+/// choose the plan: a Gram step about 40x cheaper than a direct one at
+/// D = 384; G's build worth it past about 0.4 N sequence-steps.
+pub const DEFAULT: Rates = Rates { build: 4.8e-11, step: 1.1e-9, direct: 1.2e-10 };
 
 /// A quarter of the machine's memory (from /proc/meminfo; 4 GiB where it
 /// cannot be read): the most G may take.

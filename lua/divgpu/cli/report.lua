@@ -60,13 +60,24 @@ end
 --- sequence-steps of batches, with sequences finished beside them) or from a
 --- simpler caller's (done and total are whole units: verify's sequences,
 --- bench's pairs). `resumed`: units an earlier run did, counted in done and
---- total but not in the rate.
-local function figures(p, resumed)
+--- total but not in the rate. `first`: the { fraction, at } of the first
+--- report, which the rate is measured from: the rate and the ETA are of the
+--- steps alone (neither the set-up before them nor the first chunk, which
+--- carries the warm-up, is in it), and there is none (nil) until a later
+--- report has measured it.
+local function figures(p, resumed, first)
     local fraction = p.total > 0 and min(p.done / p.total, 1) or 1
     local this_run = p.sequences_total or p.total
-    local f = { done = p.done, total = p.total, resumed = resumed, elapsed = p.elapsed,
-                rate = fraction * this_run / max(p.elapsed, 1e-9),
-                eta = fraction > 0 and p.elapsed * (1 - fraction) / fraction or math.huge }
+    local at = p.steps_elapsed or p.elapsed
+    local f = { done = p.done, total = p.total, resumed = resumed, elapsed = p.elapsed }
+    local spent, gained = at - first.at, fraction - first.fraction
+    if fraction >= 1 then
+        f.eta = 0
+        if spent > 0 and gained > 0 then f.rate = gained * this_run / spent end
+    elseif spent > 0 and gained > 0 then
+        f.rate = gained * this_run / spent
+        f.eta = (1 - fraction) * spent / gained
+    end
     if p.sequences_total then
         f.done, f.total = p.sequences + resumed, p.sequences_total + resumed
         f.batch, f.batches, f.step, f.length = p.batch, p.batches, min(p.step, p.length), p.length
@@ -75,20 +86,29 @@ local function figures(p, resumed)
     return f
 end
 
+-- A rate not measured yet (the first report) is "?", and so is its ETA.
+local function rate_text(rate, digits)
+    return rate and string_format("%." .. digits .. "f", rate) or "?"
+end
+
+local function eta_text(eta)
+    return eta and format_duration(eta) or "?"
+end
+
 --- The live line on a terminal, redrawn in place (carriage return, erase).
 local function live_line(f, unit)
     local where = f.batch and string_format("  batch %d/%d  step %d/%d", f.batch, f.batches, f.step, f.length) or ""
-    return string_format("\r\27[K%s %d/%d (%.0f%%%s)%s  %.1f %s/s  elapsed %s  ETA %s", unit, f.done, f.total,
-        f.percent, f.resumed > 0 and string_format(", %d resumed", f.resumed) or "", where, f.rate, unit,
-        format_duration(f.elapsed), format_duration(f.eta))
+    return string_format("\r\27[K%s %d/%d (%.0f%%%s)%s  %s %s/s  elapsed %s  ETA %s", unit, f.done, f.total,
+        f.percent, f.resumed > 0 and string_format(", %d resumed", f.resumed) or "", where, rate_text(f.rate, 1), unit,
+        format_duration(f.elapsed), eta_text(f.eta))
 end
 
 --- One plain line for a log: no carriage return, no escape code.
 local function plain_line(f, unit)
     local where = f.batch and string_format(" (batch %d/%d, step %d/%d)", f.batch, f.batches, f.step, f.length) or ""
-    return string_format("divgpu: progress: %d/%d %s%s, %.1f%%%s, %.2f %s/s, elapsed %s, ETA %s\n", f.done, f.total,
-        unit, f.resumed > 0 and string_format(" (%d resumed)", f.resumed) or "", f.percent, where, f.rate, unit,
-        format_duration(f.elapsed), format_duration(f.eta))
+    return string_format("divgpu: progress: %d/%d %s%s, %.1f%%%s, %s %s/s, elapsed %s, ETA %s\n", f.done, f.total,
+        unit, f.resumed > 0 and string_format(" (%d resumed)", f.resumed) or "", f.percent, where, rate_text(f.rate, 2),
+        unit, format_duration(f.elapsed), eta_text(f.eta))
 end
 
 -- The JSON line's fields, in this order (docs/cli.md#progress).
@@ -97,10 +117,10 @@ local JSON_KEYS = { "event", "unit", "done", "total", "resumed", "percent", "bat
 
 --- One JSON line (dkjson) for a machine reading the log.
 local function json_line(f, unit)
-    local finite = function(x) if x == math.huge or x ~= x then return json.null end return x end
+    local finite = function(x) if x == nil or x == math.huge or x ~= x then return json.null end return x end
     return json.encode({ event = "progress", unit = unit, done = f.done, total = f.total, resumed = f.resumed,
                          percent = f.percent, batch = f.batch, batches = f.batches, step = f.step, length = f.length,
-                         elapsed_s = f.elapsed, rate_per_s = f.rate, eta_s = finite(f.eta) },
+                         elapsed_s = f.elapsed, rate_per_s = finite(f.rate), eta_s = finite(f.eta) },
                        { keyorder = JSON_KEYS }) .. "\n"
 end
 
@@ -120,19 +140,57 @@ function _M.progress(quiet, how)
     local live = format == "auto" and divgpu.process.stderr_is_terminal()
     local line = live and live_line or (format == "json" and json_line or plain_line)
     local interval = live and 0.2 or (how.interval or _M.PROGRESS_INTERVAL)
-    local last
+    local last, first
     local function show(p)
         local t = divgpu.clock.now()
+        first = first or { fraction = p.total > 0 and min(p.done / p.total, 1) or 1, at = p.steps_elapsed or p.elapsed }
         -- The live line also draws its last state; a log gets its first line at once.
         if last and t - last < interval and not (live and p.done >= p.total) then return end
         last = t
-        io_stderr:write(line(figures(p, resumed), unit))
+        io_stderr:write(line(figures(p, resumed, first), unit))
         io_stderr:flush()
     end
     local function finish()
         if live and last then io_stderr:write("\r\27[K") io_stderr:flush() end
     end
     return show, finish
+end
+
+--- Shows the set-up of a run (driver.run's on_setup: the jobs made, tables
+--- uploaded, G built, kernels compiled) on stderr: a line when it begins,
+--- one every `interval` seconds while it lasts (in place on a terminal),
+--- and one when it is done. how: as progress's; quiet: nothing.
+function _M.setup_progress(quiet, how)
+    if quiet then return nil end
+    how = how or {}
+    local format = how.format or "auto"
+    local live = format == "auto" and divgpu.process.stderr_is_terminal()
+    local interval = live and 0.2 or (how.interval or _M.PROGRESS_INTERVAL)
+    local last, what = nil, "the jobs"
+    return function(s)
+        local t = divgpu.clock.now()
+        if s.phase == "start" then
+            local m = s.method and methods.find(s.method)
+            what = m and string_format("the %s job%s", m.name, m.setup_what and " (" .. m.setup_what .. ")" or "")
+                or "the jobs"
+        elseif s.phase == "running" and last and t - last < interval then
+            return
+        end
+        last = t
+        local text
+        if format == "json" then
+            text = json.encode({ event = "setup", phase = s.phase, elapsed_s = s.elapsed },
+                               { keyorder = { "event", "phase", "elapsed_s" } }) .. "\n"
+        elseif s.phase == "done" then
+            text = string_format("%sdivgpu: set-up done in %s (%s)\n", live and "\r\27[K" or "",
+                string_format("%.1f s", s.elapsed), what)
+        else
+            text = string_format(live and "\r\27[Ksetting up: making %s, elapsed %s" or "divgpu: setting up: making %s, elapsed %s\n",
+                what, format_duration(s.elapsed))
+        end
+        io_stderr:write(text)
+        io_stderr:flush()
+    end
 end
 
 --- The lines of the run's methods on their own figures (each method's

@@ -109,13 +109,19 @@ local function close_stats(recorder, stats, cp)
     end
 end
 
+--- The device the run names: --device, else DIVGPU_DEVICE (its default), or nil.
+local function named_device(a)
+    local named = a.device or os.getenv("DIVGPU_DEVICE")
+    if named == "" then named = nil end
+    return named
+end
+
 --- What the rest of the run is: its starts, devices, and plan.
 local function plan_rest(a, e, starts, cp, r)
     r.e, r.resumed = e, cp.done
     r.starts = need(divgpu.array("u32", #starts - r.resumed))
     for i = 1, #r.starts do r.starts[i] = starts[r.resumed + i] end
-    local named = a.device or os.getenv("DIVGPU_DEVICE")
-    if named == "" then named = nil end
+    local named = named_device(a)
     r.contexts = _M.open_devices(named, a.method)
     local asked = _M.asked(a, r, #r.starts)
     asked.host = named == nil  -- no device named: auto may take the host's cores instead of a CPU-only device
@@ -134,11 +140,12 @@ local function run_rest(a, e, starts, cp, r)
     local show, finish = report.progress(a.quiet, options.progress_how(a, r.resumed))
     if not a.quiet then report.run_header(r) end
     local recorder = a.stats and stats_writer(a, r)
-    divgpu.process.catch_signals(true)
     local delivered = 0
     local result, stats = driver.run{
         contexts = r.contexts, embeddings = e, starts = r.starts, length = r.length, batch = r.batch, plan = r.plan,
         in_flight = r.in_flight, target_seconds = r.target_ms / 1000, on_progress = show,
+        checkpoint_seconds = a.out ~= "-" and tonumber(a.checkpoint_interval) or nil,
+        on_setup = report.setup_progress(a.quiet, options.progress_how(a, r.resumed)),
         workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size"),
         -- Each finished batch goes to the checkpoint, in order: cp:append hands
         -- it to a writer thread (formatted and synced there) and returns.
@@ -150,7 +157,6 @@ local function run_rest(a, e, starts, cp, r)
         stop = divgpu.process.interrupted,
         on_chunk = recorder and function(c) need(recorder:chunk(c)) end,
     }
-    divgpu.process.catch_signals(false)
     finish()
     if recorder then close_stats(recorder, result ~= nil and stats, cp) end
     if result == nil then
@@ -218,7 +224,11 @@ local function plan_only(a, r)
     local starts = options.parse_starts(a.starts, e.n)
     if a.shard then starts = options.shard_starts(a.shard, starts) end
     r.length = a.length and tonumber(a.length) or e.n
-    local p = _M.make_plan(_M.open_devices(a.device), e, _M.asked(a, r, #starts))
+    -- The devices and plan the run would have (DIVGPU_DEVICE, the host offered where no device is named).
+    local named = named_device(a)
+    local asked = _M.asked(a, r, #starts)
+    asked.host = named == nil
+    local p = _M.make_plan(_M.open_devices(named, a.method), e, asked)
     for _, line in ipairs(plan.lines(p)) do report.write_stdout(line, "\n") end
     return 0
 end
@@ -255,11 +265,16 @@ end
 --- `divgpu run`: returns the exit status (130/143 when a signal stopped it).
 function _M.command(a)
     local held = { lock = not a.plan_only and lock_output(a) or nil }
+    -- From the lock on, SIGINT and SIGTERM only set a flag, so that one during
+    -- the set-up (the table read, G's build) too ends in the lines below and
+    -- the "interrupted" line: the driver stops before its first batch.
+    if held.lock or a.out == "-" then divgpu.process.catch_signals(true) end
     local ok, status = pcall(run_locked, a, held)
     -- os.exit runs no finaliser: the lock (and the checkpoint holding it) are
     -- released here, also after an error or a signal.
     if held.cp then held.cp:close() end
     if held.lock then held.lock:release() end
+    divgpu.process.catch_signals(false)
     if not ok then error(status, 0) end
     return status
 end

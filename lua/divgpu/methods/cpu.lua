@@ -90,6 +90,15 @@ local function write_rates(path, folder, r)
     return out:write(json.encode{ build = r.build, step = r.step, direct = r.direct }) and out:commit() and true or false
 end
 
+-- The rates time the kernels alone; a run's wall time over them (the
+-- driver's chunks, the sequences stored, the writer thread) and a run's
+-- fixed seconds, measured on the 2-core development machine (2026-12-05,
+-- the poems, the rates cached there): 0:64 in full 0.43 s for 0.30 s of
+-- kernels, 0:512 x 300 steps 0.49 s for 0.34, every start in full 8.65-10.95
+-- s for 7.96, 4 x 100 steps (the direct plan) 0.06 s for 0.03.
+_M.WALL_OVER_KERNELS = 1.3
+_M.RUN_SECONDS = 0.02
+
 --- This machine's rates (seconds per unit of work: G's build per N^2 D,
 --- a Gram step per N, a direct step per N D): cached, else measured (about
 --- half a second) and cached. r.source says which.
@@ -124,7 +133,7 @@ function _M.estimate(job, device)
     local rates = _M.rates(device.ctx)
     local seconds, plan = divgpu.cpu.estimate{ n = job.n, dim = job.dim, steps = job.sequences * (job.length - 1),
                                                rates = rates }
-    return { { seconds = seconds, label = "cpu (" .. plan .. ")" } }
+    return { { seconds = seconds * _M.WALL_OVER_KERNELS + _M.RUN_SECONDS, label = "cpu (" .. plan .. ")" } }
 end
 
 function _M.memory() return 0 end

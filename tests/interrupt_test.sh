@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Work kept on interrupt, on lavapipe: with --checkpoint-interval the batch
+# is capped so that a batch is estimated to take at most that long (the
+# bytes do not depend on the batch size), so a run stopped by
+# `timeout -s INT` (a signal to the process and then its group: two within
+# a second, which count as one) keeps finished batches, prints its
+# "interrupted" line, exits 130 and leaves no OUT.lock; a signal during the
+# set-up (G's build) stops it the same way; several tries at different
+# moments; resuming gives the bytes of the CPU method's uninterrupted run.
+# Twin: --checkpoint-interval 600 on the same job is one batch (nothing kept
+# by an early stop), so the cap is what keeps the work.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source tests/lib.sh
+E=assets/embeddings/all-MiniLM-L6-v2/embeddings.json
+job=(--embeddings $E --starts 0:64 --length 1000)
+
+$divgpu run "${job[@]}" --method cpu --device cpu --out "$tmp/whole.json" --quiet >/dev/null
+
+# try NAME SECONDS INTERVAL: a run stopped by timeout -s INT after SECONDS;
+# its stderr in $tmp/try.err, its exit status in $rc.
+try() {
+    local name=$1 after=$2 interval=$3
+    rm -rf "$tmp/o.json" "$tmp/o.json.checkpoint" "$tmp/o.json.lock"
+    timeout --preserve-status -s INT "$after" $divgpu run "${job[@]}" --checkpoint-interval "$interval" --out "$tmp/o.json" \
+        --progress plain 2>"$tmp/try.err" >/dev/null
+    rc=$?
+    if [ $rc -eq 130 ] && grep -q "^divgpu: interrupted by SIGINT" "$tmp/try.err" && [ ! -e "$tmp/o.json.lock" ] \
+        && ! grep -q "vulkan validation" "$tmp/try.err"; then
+        ok "$name: exit 130, the interrupted line, no lock left"
+    else
+        not_ok "$name: exit $rc, lock $( [ -e "$tmp/o.json.lock" ] && echo left || echo gone)" "$(cat "$tmp/try.err")"
+    fi
+}
+
+# During the set-up (the table read, G's build: about 2.5 s here).
+try "SIGINT during the set-up" 1 1
+check "set-up: nothing was kept, and it says so" grep -q "no batch had finished" "$tmp/try.err"
+
+for after in 5 6 7; do
+    try "SIGINT after ${after} s (batches of about 1 s)" "$after" 1
+    kept=$(committed "$tmp/o.json.checkpoint")
+    if [ "$kept" -gt 0 ] && [ "$kept" -lt 64 ] && grep -q "$kept of 64 sequences are kept" "$tmp/try.err"; then
+        ok "after ${after} s: $kept of 64 sequences kept in the checkpoint"
+    else
+        not_ok "after ${after} s: kept $kept" "$(cat "$tmp/try.err")"
+    fi
+    check "after ${after} s: the batches were capped (several)" grep -q "(batch [0-9]*/[1-9][0-9]*, step" "$tmp/try.err"
+done
+
+expect_ok "the same command resumes" $divgpu run "${job[@]}" --checkpoint-interval 1 --out "$tmp/o.json" --quiet
+check "resumed: the bytes of an uninterrupted run (the CPU method's)" cmp -s "$tmp/o.json" "$tmp/whole.json"
+check "resumed: no lock, no checkpoint left" bash -c "[ ! -e '$tmp/o.json.lock' ] && [ ! -e '$tmp/o.json.checkpoint' ]"
+
+# Two signals 0.05 s apart count as one (the second does not exit at once).
+rm -rf "$tmp/o.json" "$tmp/o.json.checkpoint"
+$divgpu run "${job[@]}" --checkpoint-interval 1 --out "$tmp/o.json" --quiet 2>"$tmp/two.err" >/dev/null &
+pid=$!
+sleep 4
+kill -INT $pid; sleep 0.05; kill -INT $pid
+wait $pid
+rc=$?
+if [ $rc -eq 130 ] && grep -q "^divgpu: interrupted by SIGINT" "$tmp/two.err" && [ ! -e "$tmp/o.json.lock" ]; then
+    ok "two signals 0.05 s apart: one stop, the interrupted line, no lock"
+else
+    not_ok "two signals 0.05 s apart: exit $rc" "$(cat "$tmp/two.err")"
+fi
+
+# Twin: without the cap (an interval longer than the job) the job is one batch.
+rm -rf "$tmp/o.json" "$tmp/o.json.checkpoint"
+timeout --preserve-status -s INT 5 $divgpu run "${job[@]}" --checkpoint-interval 600 --out "$tmp/o.json" --progress plain \
+    2>"$tmp/twin.err" >/dev/null
+check "twin: --checkpoint-interval 600 is one batch, and an early stop keeps nothing" \
+    bash -c "grep -q '(batch 1/1, step' '$tmp/twin.err' && grep -q 'no batch had finished' '$tmp/twin.err'"
+
+finish
