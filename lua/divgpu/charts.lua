@@ -15,6 +15,7 @@ local methods = require "divgpu.methods"
 
 local string_format, ipairs, tostring, type = string.format, ipairs, tostring, type
 local NAN = 0 / 0
+local GREY = { 150, 150, 150 }
 
 local _M = {}
 
@@ -72,10 +73,42 @@ local function run_points(run, x_axis)
     return xs, rate, cost, window
 end
 
+--- When a run's first chunk began, in seconds from the run's start (its
+--- elapsed at the end less its wall time): the set-up before it (the jobs
+--- made: tables uploaded, G built, kernels compiled).
+local function setup_seconds(run)
+    local first = math.huge
+    for _, c in ipairs(run.chunks) do
+        if c.elapsed and c.wall_seconds then first = math.min(first, c.elapsed - c.wall_seconds) end
+    end
+    return first < math.huge and math.max(first, 0) or nil
+end
+
+--- The method panel's series and label: a mean window stays near one (1.00
+--- to 1.02 on the poems), which an axis from zero flattens into a line at
+--- the top; where every value is between 1 and 2 the panel shows the excess
+--- over one, from zero (0 to 0.02), and says so in its label.
+local function window_panel(series, label)
+    local lo, hi = math.huge, -math.huge
+    for _, s in ipairs(series) do
+        for _, y in ipairs(s.y) do
+            if y == y then lo, hi = math.min(lo, y), math.max(hi, y) end
+        end
+    end
+    if not (lo >= 1 and hi < 2) then return { y_label = label, series = series } end
+    local shifted = {}
+    for i, s in ipairs(series) do
+        local ys = {}
+        for k, y in ipairs(s.y) do ys[k] = y - 1 end
+        shifted[i] = { name = s.name, color = s.color, x = s.x, y = ys }
+    end
+    return { y_label = label .. " - 1", series = shifted }
+end
+
 --- One chart of the stats files `runs` (each from divgpu.stats.read): sequence-steps
 --- per second and milliseconds per step over the run; a panel of the gram
---- filter's mean window when a run has it.
-function _M.runs(runs, opts)
+--- filter's mean window when a run has it. Returns what divgpu.plot.draw takes.
+function _M.run_chart(runs, opts)
     local x_axis = opts.x or "step"
     local rate_series, cost_series, window_series, window_label = {}, {}, {}, nil
     for i, run in ipairs(runs) do
@@ -95,14 +128,30 @@ function _M.runs(runs, opts)
         { y_label = "GPU ms per step", series = cost_series, log_y = log_axis(cost_series, scale) },
     }
     if #window_series > 0 then
-        panels[3] = { y_label = window_label, series = window_series }
+        panels[3] = window_panel(window_series, window_label)
     end
-    return divgpu.plot.draw{
+    -- In time, the set-up before the first chunk is shown, not cut off: the
+    -- axis starts at 0 and a grey line spans each run's set-up.
+    if x_axis == "elapsed" then
+        for _, run in ipairs(runs) do
+            local setup = setup_seconds(run)
+            if setup then
+                rate_series[#rate_series + 1] = { name = "set-up before the first chunk (the jobs made)",
+                                                  color = GREY, x = { 0, setup }, y = { 0, 0 } }
+            end
+        end
+    end
+    return {
         out = opts.out, width = opts.width, height = opts.height or (#panels == 3 and 1000 or 800),
         title = opts.title or "divgpu run: speed and cost per chunk",
         x_label = x_axis == "step" and "step (middle of each chunk)" or "elapsed seconds (end of each chunk)",
         panels = panels,
     }
+end
+
+--- Draws the chart of _M.run_chart: each panel's plotting area, or nil, err.
+function _M.runs(runs, opts)
+    return divgpu.plot.draw(_M.run_chart(runs, opts))
 end
 
 --- One chart of bench's alternating pairs: each configuration's time per
