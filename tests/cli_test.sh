@@ -44,9 +44,10 @@ grep -q "^divgpu: method gram (auto: estimated gram .*, direct gemm .*, direct b
     && ok "auto picks gram for a long job by its estimates, and the summary counts windows" \
     || not_ok "auto picks gram for a long job by its estimates, and the summary counts windows" "$(cat "$tmp/stderr")"
 expect_ok "run --method auto, one step" $divgpu run --embeddings "$tmp/e64.json" --out "$tmp/auto1.json" --starts 0:16 --length 2
-grep -q "^divgpu: method direct, shape gemm (auto: estimated gram " "$tmp/stderr" \
-    && ok "twin: auto picks the GEMM shape for a job that cannot repay G" \
-    || not_ok "twin: auto picks the GEMM shape for a job that cannot repay G" "$(cat "$tmp/stderr")"
+# (gemm or baseline: on lavapipe they cost about the same a full tile's sequence-step, divgpu.cost.CPU_DEVICE.)
+grep -q "^divgpu: method direct, shape [a-z]* (auto: estimated gram " "$tmp/stderr" \
+    && ok "twin: auto picks the direct method for a job that cannot repay G" \
+    || not_ok "twin: auto picks the direct method for a job that cannot repay G" "$(cat "$tmp/stderr")"
 # One sequence fills one row of the GEMM shape's 16-row tile here, and pays for all 16: baseline.
 expect_ok "run --method auto, one sequence" $divgpu run --embeddings "$tmp/e64.json" --out "$tmp/auto1s.json" --starts 0:1 --length 2
 grep -q "^divgpu: method direct, shape baseline (auto: estimated gram " "$tmp/stderr" \
@@ -55,13 +56,15 @@ grep -q "^divgpu: method direct, shape baseline (auto: estimated gram " "$tmp/st
 # bench's auto chooses as run's does, for its own sequences and steps.
 expect_ok "bench auto, one step" $divgpu bench auto direct:baseline --embeddings "$tmp/e64.json" --sequences 16 --steps 1 \
     --pairs 1 --parity-sequences 1
-grep -q "^divgpu: auto: method direct, shape gemm (auto: estimated gram " "$tmp/stderr" && grep -q "^auto (direct) " "$tmp/stdout" \
+# (On lavapipe gemm and baseline cost about the same a full tile's sequence-step (divgpu.cost.CPU_DEVICE),
+# so either may win here: what is checked is that bench weighs them by cost and says so.)
+grep -q "^divgpu: auto: method direct, shape [a-z]* (auto: estimated gram .*direct gemm .*direct baseline " "$tmp/stderr" && grep -q "^auto (direct) " "$tmp/stdout" \
     && ok "bench auto weighs the shapes by cost, as run" || not_ok "bench auto weighs the shapes by cost, as run" "$(cat "$tmp/stderr")"
 $divgpu verify --embeddings "$tmp/e64.json" --cache "$tmp/auto1.json" >/dev/null 2>&1 \
     && ok "the GEMM shape's cache verifies against the mirror" || not_ok "the GEMM shape's cache verifies against the mirror"
 $divgpu synth --n 1000 --dim 8 --seed 5 --out "$tmp/e1000.json" >/dev/null
 expect_ok "auto with a small memory budget" $divgpu run --embeddings "$tmp/e1000.json" --out "$tmp/auto.json" --starts 0:4 --length 10 --memory-budget 1
-grep -q "^divgpu: method direct, shape gemm (auto: estimated direct gemm .*; no gram: G (1000 x 1000 f32) and the state of 4 sequences need .* more than 90% of the 1.0 MiB of device memory given as the budget[;)]" "$tmp/stderr" \
+grep -q "^divgpu: method direct, shape [a-z]* (auto: estimated direct gemm .*; no gram: G (1000 x 1000 f32) and the state of 4 sequences need .* more than 90% of the 1.0 MiB of device memory given as the budget[;)]" "$tmp/stderr" \
     && ok "auto picks direct when memory is short, and says why" || not_ok "auto picks direct when memory is short, and says why" "$(cat "$tmp/stderr")"
 expect_fail "gram with a direct-only shape" "--method gram runs the fp32 contract with its own kernel; --shape tiled applies to --method direct only" \
     $divgpu run --embeddings "$tmp/e.json" --out "$tmp/keep2.json" --method gram --shape tiled
@@ -324,7 +327,10 @@ check_resumed "kill -9" "$tmp/kill.json"
 start_and_signal "$tmp/twice.json" INT INT
 check_interrupted "SIGINT twice" "$tmp/twice.json" 130 ""
 check_resumed "SIGINT twice" "$tmp/twice.json"
-# ... and exactly, in a process that signals itself (delivered before kill returns).
+# ... and exactly, in a process that signals itself (delivered before kill returns),
+# SECONDS apart (signal_self SETUP SECONDS): a second signal more than a second
+# after the first exits at once; two within a second (timeout -s INT signals the
+# process and then its group) count as one.
 signal_self() {
     LUA_PATH="lua/?.lua;;" LUA_CPATH="build/?.so;;" luajit -e '
         local divgpu, ffi = require "divgpu", require "ffi"
@@ -332,12 +338,16 @@ signal_self() {
         divgpu.process.catch_signals(true) '"$1"'
         ffi.C.kill(ffi.C.getpid(), 2)
         io.write(tostring(divgpu.process.interrupted()), "\n") io.flush()
+        divgpu.clock.sleep('"${2:-1.2}"')
         ffi.C.kill(ffi.C.getpid(), 2)
         io.write("still running\n")' 2>&1
 }
 out=$(signal_self ""); rc=$?
-[ $rc -eq 130 ] && [ "$out" = SIGINT ] && ok "a caught SIGINT sets the flag; a second one exits at once with 130" \
-    || not_ok "a caught SIGINT sets the flag; a second one exits at once with 130 (exit $rc)" "$out"
+[ $rc -eq 130 ] && [ "$out" = SIGINT ] && ok "a caught SIGINT sets the flag; a second one 1.2 s later exits at once with 130" \
+    || not_ok "a caught SIGINT sets the flag; a second one 1.2 s later exits at once with 130 (exit $rc)" "$out"
+out=$(signal_self "" 0); rc=$?
+[ $rc -eq 0 ] && [ "$out" = $'SIGINT\nstill running' ] && ok "twin: two SIGINTs at once count as one" \
+    || not_ok "twin: two SIGINTs at once count as one (exit $rc)" "$out"
 out=$(signal_self "divgpu.process.catch_signals(false)"); rc=$?
 [ $rc -eq 130 ] && [ -z "$out" ] && ok "twin: after catch_signals(false), the first SIGINT ends the process" \
     || not_ok "twin: after catch_signals(false), the first SIGINT ends the process (exit $rc)" "$out"
@@ -550,11 +560,12 @@ uuid=$(LUA_CPATH='build/?.so;;' luajit -e 'local u = require("divgpu").devices{}
 small=(--embeddings "$tmp/e.json" --starts 0:2 --length 5)
 grep -qx "   UUID $uuid (CUDA_VISIBLE_DEVICES may name it so)" <<<"$($divgpu info 2>/dev/null)" \
     && ok "info prints the device's UUID as CUDA spells it" || not_ok "info prints the device's UUID as CUDA spells it" "$($divgpu info 2>&1 | head -3)"
-expect_ok "CUDA_VISIBLE_DEVICES with the device's UUID" env CUDA_VISIBLE_DEVICES="$uuid" $divgpu run "${small[@]}" --out "$tmp/uuid.json"
+# (No DIVGPU_DEVICE here: it is --device's default, which wins over a scheduler's variable.)
+expect_ok "CUDA_VISIBLE_DEVICES with the device's UUID" env -u DIVGPU_DEVICE CUDA_VISIBLE_DEVICES="$uuid" $divgpu run "${small[@]}" --out "$tmp/uuid.json"
 grep -q "^divgpu: devices 0 from CUDA_VISIBLE_DEVICES=$uuid (matched by UUID)$" "$tmp/stderr" \
     && ok "the run says which devices the variable gave" || not_ok "the run says which devices the variable gave" "$(cat "$tmp/stderr")"
 expect_fail "CUDA_VISIBLE_DEVICES with a UUID of no device" "CUDA_VISIBLE_DEVICES names GPU-00000000-0000-0000-0000-000000000001, which matches no Vulkan device" \
-    env CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000001 $divgpu run "${small[@]}" --out "$tmp/keep-uuid.json"
+    env -u DIVGPU_DEVICE CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000001 $divgpu run "${small[@]}" --out "$tmp/keep-uuid.json"
 [ ! -e "$tmp/keep-uuid.json" ] && ok "a refused assignment writes nothing" || not_ok "a refused assignment writes nothing"
 expect_ok "--device given wins over the variable" env CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000001 \
     $divgpu run "${small[@]}" --device 0 --out "$tmp/explicit.json"

@@ -68,16 +68,23 @@ local function achieved(rates)
     return _M.EFFICIENCY, _M.GRAM_BYTES_PER_CANDIDATE_STEP
 end
 
---- Seconds of the Gram method: G's build (one triangle of N^2 D fmas, f64),
---- writing G (N^2 f32), and the steps.
-function _M.gram_seconds(job, rates)
+--- Seconds of the Gram method's set-up: G's build (one triangle of N^2 D
+--- fmas, f64) and writing G (N^2 f32).
+function _M.gram_build_seconds(job, rates)
     local n, dim = job.n, job.dim
-    local efficiency, step_bytes = achieved(rates)
-    local build = n * (n + 1) / 2 * dim / (rates.f64_fma * efficiency.gram_build)
-    local write = n * n * 4 / rates.copy
-    local steps = job.sequences * (job.length - 1) * n * step_bytes / rates.copy
-    return build + write + steps + (job.length - 1) * rates.dispatch
+    return n * (n + 1) / 2 * dim / (rates.f64_fma * achieved(rates).gram_build) + n * n * 4 / rates.copy
 end
+
+--- Seconds of the Gram method: G's build and write, and the steps.
+function _M.gram_seconds(job, rates)
+    local _, step_bytes = achieved(rates)
+    local steps = job.sequences * (job.length - 1) * job.n * step_bytes / rates.copy
+    return _M.gram_build_seconds(job, rates) + steps + (job.length - 1) * rates.dispatch
+end
+
+-- The set-up a method's estimate holds, by method name, where it is long
+-- enough to be shown with its progress (the run's set-up line).
+_M.SETUP_SECONDS = { gram = _M.gram_build_seconds }
 
 --- Seconds of the direct method in a shape ("gemm" or "baseline"): every
 --- pair's chain, every step. A GEMM tile computes `gemm_rows` sequences

@@ -206,6 +206,15 @@ local function batch_cap(opts, p, jobs, e, total, length)
     return max(1, floor(opts.checkpoint_seconds / per))
 end
 
+--- The set-up's estimated seconds (the cost model's, where it has one for
+--- the plan's method: gram's build of G), for the set-up line, or nil.
+local function setup_estimate(p, ctx, e)
+    local f = p and require("divgpu.cost").SETUP_SECONDS[p.method]
+    if not f or type(ctx) ~= "userdata" then return nil end
+    local ok, seconds = pcall(f, { n = e.n, dim = e.dim }, require("divgpu.rates").of(ctx))
+    return ok and seconds or nil
+end
+
 --- One job per context (no more than there are sequences): given, or made
 --- by the plan's method (opts.plan, else one made here, once for every
 --- device), several at once, each in a coroutine whose GPU waits yield
@@ -231,14 +240,15 @@ local function make_jobs(opts, contexts, e, total)
         for _, maker in pairs(makers) do device.yield_in(maker) end
     end
     local t0 = now()
-    if setup and count > 0 then setup{ phase = "start", elapsed = 0, method = p and p.method, devices = count } end
+    local estimate = setup and count > 0 and setup_estimate(p, used[1], e) or nil
+    if setup and count > 0 then setup{ phase = "start", elapsed = 0, method = p and p.method, estimate = estimate } end
     while next(makers) do
         for d, maker in pairs(makers) do
             local job = failure.resume(maker)
             if coroutine.status(maker) == "dead" then jobs[d], makers[d] = job, nil end
         end
         if next(makers) then
-            if setup then setup{ phase = "running", elapsed = now() - t0, method = p and p.method } end
+            if setup then setup{ phase = "running", elapsed = now() - t0, method = p and p.method, estimate = estimate } end
             divgpu.clock.sleep(count > 1 and POLL_SECONDS or SETUP_POLL_SECONDS)
         end
     end

@@ -179,14 +179,16 @@ function _M.setup_progress(quiet, how)
         last = t
         local text
         if format == "json" then
-            text = json.encode({ event = "setup", phase = s.phase, elapsed_s = s.elapsed },
-                               { keyorder = { "event", "phase", "elapsed_s" } }) .. "\n"
+            text = json.encode({ event = "setup", phase = s.phase, elapsed_s = s.elapsed, estimate_s = s.estimate },
+                               { keyorder = { "event", "phase", "elapsed_s", "estimate_s" } }) .. "\n"
         elseif s.phase == "done" then
             text = string_format("%sdivgpu: set-up done in %s (%s)\n", live and "\r\27[K" or "",
                 string_format("%.1f s", s.elapsed), what)
         else
-            text = string_format(live and "\r\27[Ksetting up: making %s, elapsed %s" or "divgpu: setting up: making %s, elapsed %s\n",
-                what, format_duration(s.elapsed))
+            -- Its own progress where the cost model estimates it (G's build): the estimate beside the time spent.
+            local of = s.estimate and string_format(" of about %s (estimated)", format_duration(s.estimate)) or ""
+            text = string_format(live and "\r\27[Ksetting up: making %s, elapsed %s%s"
+                or "divgpu: setting up: making %s, elapsed %s%s\n", what, format_duration(s.elapsed), of)
         end
         io_stderr:write(text)
         io_stderr:flush()
