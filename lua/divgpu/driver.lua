@@ -176,7 +176,7 @@ end
 --- build included, over the sequences: an upper side), or nil where there
 --- is none (a job made by the caller, a method without an estimate, a
 --- context that is not a Vulkan device: the cpu method sizes its own batches).
-function _M.seconds_per_sequence(p, ctx, e, total, length)
+local function seconds_per_sequence(p, ctx, e, total, length)
     if not p or total < 1 or length < 2 then return nil end
     local m = methods.find(p.method)
     local key = p.method == "direct" and p.shape or p.method
@@ -201,7 +201,7 @@ end
 --- or nil for no cap.
 local function batch_cap(opts, p, jobs, e, total, length)
     if not opts.checkpoint_seconds then return nil end
-    local per = _M.seconds_per_sequence(p, jobs[1].ctx, e, total, length)
+    local per = seconds_per_sequence(p, jobs[1].ctx, e, total, length)
     if not per or per <= 0 then return nil end
     return max(1, floor(opts.checkpoint_seconds / per))
 end
