@@ -389,10 +389,15 @@ mod tests {
     fn reads_the_specialization_constants() -> crate::error::Result<()> {
         let r = reflected("gram_build")?;
         let names: Vec<(u32, &str)> = r.spec_constants.iter().map(|c| (c.id, c.name.as_str())).collect();
-        // The workgroup size (local_size_x_id, _y_id) has no name.
-        assert_eq!(names, vec![(0, ""), (1, ""), (2, "TM"), (3, "TN"), (4, "SLICE"), (5, "ACC_SLOTS"), (6, "STAGE")]);
-        // The tiling compiled in: no constants at all.
-        assert!(reflected("gram_build-16x16x8x8x8")?.spec_constants.is_empty());
+        // The workgroup size (local_size_x_id, _y_id) has no name; 101 and 102
+        // are the device's switches every kernel of the contract's arithmetic takes.
+        let tiling = [(0, ""), (1, ""), (2, "TM"), (3, "TN"), (4, "SLICE"), (5, "ACC_SLOTS"), (6, "STAGE")];
+        let switches = [(101, "EXACT_UNDERFLOW"), (102, "FLUSH_DENORMALS")];
+        assert_eq!(names, [&tiling[..], &switches[..]].concat());
+        // The tiling compiled in: the device's switches alone.
+        let built: Vec<(u32, String)> =
+            reflected("gram_build-16x16x8x8x8")?.spec_constants.iter().map(|c| (c.id, c.name.clone())).collect();
+        assert_eq!(built, switches.iter().map(|&(id, n)| (id, n.to_string())).collect::<Vec<_>>());
         Ok(())
     }
 
