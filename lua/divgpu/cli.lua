@@ -15,6 +15,18 @@ local pcall, xpcall, type, tostring, require, setmetatable, os_getenv =
 
 local _M = {}
 
+local printable = report.printable  -- control characters escaped: one line
+
+--- Writes to standard output for --help and --version: the exit status, 1
+--- (one line said) when the text cannot be written (a full disk, a closed pipe).
+local function write_out(...)
+    local ok, err = io_stdout:write(...)
+    if ok then ok, err = io_stdout:flush() end
+    if ok then return 0 end
+    io_stderr:write("divgpu: standard output: write failed: ", printable(err), "\n")
+    return 1
+end
+
 local function bench() return require "divgpu.cli.bench" end
 local function commands() return require "divgpu.cli.commands" end
 
@@ -36,19 +48,23 @@ local COMMANDS = {
 --- Parses argv: the options, or the exit status of --help, --version or a
 --- bad command line (its message written).
 local function parse(argv)
-    local ok, a = options.parser():pparse(argv)
+    local parser = options.parser()
+    local parsed, ok, a = pcall(parser.pparse, parser, argv)
+    if not parsed then
+        local help = options.help_requested()
+        if help then return nil, write_out(help, "\n") end
+        error(ok, 0)
+    end
     if not ok then
         if a:match("^Usage") then  -- --help output
-            io_stdout:write(a, "\n")
-            return nil, 0
+            return nil, write_out(a, "\n")
         end
         -- argparse's message may run over lines ("Did you mean ...?"): one line.
-        io_stderr:write("divgpu: ", (a:gsub("%s*\n%s*", "; ")), " (see 'divgpu --help')\n")
+        io_stderr:write("divgpu: ", printable((a:gsub("%s*\n%s*", "; "))), " (see 'divgpu --help')\n")
         return nil, 2
     end
     if a.version then
-        io_stdout:write("divgpu ", divgpu.version, "\n")
-        return nil, 0
+        return nil, write_out("divgpu ", divgpu.version, "\n")
     end
     if not a.command then
         io_stderr:write("divgpu: a command is required (see 'divgpu --help')\n")
@@ -61,15 +77,32 @@ local function parse(argv)
     return a
 end
 
+--- With DIVGPU_VALIDATION=1 (the tests), a validation-layer message during
+--- the command fails it: one line more, and exit 1 where it would have been
+--- 0, so no test passes over a message it did not look for.
+local function validation_checked(status)
+    if os_getenv("DIVGPU_VALIDATION") ~= "1" then return status end
+    local loaded, testing = pcall(require, "divgpu.testing")
+    local messages = loaded and testing.validation_messages() or {}
+    if #messages == 0 then return status end
+    io_stderr:write("divgpu: ", #messages, " validation-layer message(s) during this command (DIVGPU_VALIDATION=1)\n")
+    return status == 0 and 1 or status
+end
+
 --- The whole command line: returns the exit status; never raises.
 function _M.main(argv)
+    -- SIGINT and SIGTERM end every command with 128 + the signal (130, 143),
+    -- never luajit's "interrupted!" error: the default action, until a
+    -- command that stops cleanly (run, verify, convert, merge) catches them.
+    divgpu.process.catch_signals(true)  -- installs divgpu's handlers, in place of luajit's
+    divgpu.process.catch_signals(false)
     local a, status = parse(argv)
     if not a then return status end
     -- Every option value is checked before any work starts (nothing read,
     -- nothing written, no device opened).
     local checked, why = pcall(VALIDATE[a.command], a)
     if not checked then
-        io_stderr:write("divgpu: ", report.first_line(why), " (see 'divgpu ", a.command, " --help')\n")
+        io_stderr:write("divgpu: ", printable(report.first_line(why)), " (see 'divgpu ", a.command, " --help')\n")
         return 2
     end
     -- DIVGPU_DEBUG keeps the raw error and where it came from (a traceback).
@@ -79,10 +112,12 @@ function _M.main(argv)
         return e
     end, a)
     if not ran then
-        io_stderr:write("divgpu: ", debug_on and tostring(result) or report.first_line(result), "\n")
-        return 1
+        io_stderr:write("divgpu: ", debug_on and tostring(result) or printable(report.first_line(result)), "\n")
+        -- An option value the device refuses (a workgroup size over its limit) is
+        -- still a usage error, found once the device is known: exit 2.
+        return validation_checked(failure.is_usage(result) and 2 or 1)
     end
-    return type(result) == "number" and result or 0  -- a command's own exit status (run: 130 when interrupted)
+    return validation_checked(type(result) == "number" and result or 0)  -- a command's own exit status (run: 130 when interrupted)
 end
 
 return _M

@@ -34,6 +34,19 @@ function _M.fail(message)
     error(f, 0)
 end
 
+--- Throws a failure that is the caller's mistake, found only once the work
+--- began (an option value the device cannot take): the CLI exits 2 for it.
+function _M.usage(message)
+    local f = setmetatable({ message = tostring(message), usage = true }, Failure)
+    if DEBUG then f.trace = debug.traceback(f.message, 2) end
+    error(f, 0)
+end
+
+--- Whether `e` is a failure thrown by `usage`.
+function _M.is_usage(e)
+    return getmetatable(e) == Failure and e.usage == true
+end
+
 --- Where failure `e` was thrown, with DIVGPU_DEBUG set (else nil).
 function _M.trace(e)
     return getmetatable(e) == Failure and e.trace or nil

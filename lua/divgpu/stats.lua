@@ -133,6 +133,60 @@ local CHUNK_FIELDS = {
     { "sequences", 1, true }, { "gpu_seconds", 0 }, { "wall_seconds", 0 }, { "elapsed", 0 },
 }
 
+-- The longest line read: a record is a few hundred bytes (a gram chunk's
+-- histogram included); a file with a longer one is not a stats file.
+local LINE_LIMIT = 1048576
+
+--- An iterator over f's lines (without their newline), read a block at a
+--- time: a line over LINE_LIMIT bytes ends it with nil, "too long".
+local function bounded_lines(f)
+    local buffer, pos, eof = "", 1, false
+    return function()
+        while true do
+            local nl = buffer:find("\n", pos, true)
+            if nl then
+                local line = buffer:sub(pos, nl - 1)
+                pos = nl + 1
+                return line
+            end
+            if #buffer - pos + 1 > LINE_LIMIT then return nil, "too long" end
+            if eof then
+                if pos > #buffer then return nil end
+                local line = buffer:sub(pos)
+                buffer, pos = "", 1
+                return line
+            end
+            local block = f:read(65536)
+            if block then buffer, pos = buffer:sub(pos) .. block, 1 else eof = true end
+        end
+    end
+end
+
+local KIND_NAMES = { fifo = "FIFO (named pipe)", device = "device node" }
+
+--- The file at `path` opened for reading, if it is a regular file (a FIFO
+--- would be waited on, /dev/zero read for ever); nil and one line if not.
+local function open_regular(path)
+    local kind, err = divgpu.files.kind(path)
+    if not kind then return nil, string_format("%s: cannot read: %s", path, tostring(err)) end
+    if kind ~= "file" then
+        return nil, string_format("%s: a %s, not a regular file: a stats file is a file that divgpu run --stats wrote",
+            path, KIND_NAMES[kind] or kind)
+    end
+    local f, open_err = io_open(path, "r")
+    if not f then return nil, string_format("%s: cannot read: %s", path, tostring(open_err)) end
+    return f
+end
+
+--- A chunk's `gram` (gram runs): an object whose figures the charts draw.
+local function gram_field(r)
+    local g = r.gram
+    if g == nil then return nil end
+    if type(g) ~= "table" then return "gram must be an object" end
+    local bad = number_field(g, "window_mean", 0)
+    return bad and "gram: " .. bad
+end
+
 --- stats.read(path) -> run | nil, err. run.header, run.chunks (in file
 --- order), run["end"] (nil for a run killed before it ended), run.batches
 --- (run.batches[device][batch] = steps done). Checks: every line one JSON
@@ -141,12 +195,19 @@ local CHUNK_FIELDS = {
 --- of a run that was not stopped, every batch has length - 1 steps. err is
 --- one line, "PATH:LINE: what".
 function _M.read(path)
-    local f, open_err = io_open(path, "r")
-    if not f then return nil, string_format("%s: cannot read: %s", path, tostring(open_err)) end
+    local f, open_err = open_regular(path)
+    if not f then return nil, open_err end
     local run = { header = nil, chunks = {}, batches = {}, path = path }
     local next_step = {}  -- [device][batch] -> the step the next chunk must start at
     local n, err = 0, nil
-    for line in f:lines() do
+    local next_line = bounded_lines(f)
+    while true do
+        local line, too_long = next_line()
+        if too_long then
+            err = string_format("%s:%d: a line longer than %d bytes: not a stats file", path, n + 1, LINE_LIMIT)
+            break
+        end
+        if line == nil then break end
         n = n + 1
         local where = string_format("%s:%d: ", path, n)
         if line:match("^%s*$") then err = where .. "empty line" break end
@@ -170,6 +231,7 @@ function _M.read(path)
                 bad = number_field(r, spec[1], spec[2], spec[3])
                 if bad then break end
             end
+            bad = bad or gram_field(r)
             if bad then err = where .. "chunk: " .. bad break end
             local d, b = r.device, r.batch
             next_step[d] = next_step[d] or {}

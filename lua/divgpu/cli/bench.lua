@@ -121,6 +121,7 @@ local function synth_spec(text)
     if not n then fail("--synth '%s': expected N,D[,CLUSTERS]", text) end
     n, d, k = tonumber(n), tonumber(d), tonumber(k) or 16
     if n < 1 or d < 1 or k < 1 then fail("--synth '%s': N, D and CLUSTERS must be positive", text) end
+    if n < 2 then fail("--synth '%s': a table has at least 2 items", text) end
     return n, d, k
 end
 
@@ -131,7 +132,8 @@ function _M.validate(a)
     positive_integer(a.parity_sequences, "--parity-sequences")
     if a.sequences then positive_integer(a.sequences, "--sequences") end
     if a.batch then positive_integer(a.batch, "--batch") end
-    if a.l2_bytes then positive_integer(a.l2_bytes, "--l2-bytes") end
+    if a.l2_bytes then positive_integer(a.l2_bytes, "--l2-bytes", options.MAX_L2_BYTES) end
+    if a.embeddings then options.check_path(a.embeddings, "--embeddings") end
     local method = check_choice(a.method, options.method_names(), "--method")
     if a.synth then
         synth_spec(a.synth)

@@ -19,6 +19,23 @@ local _M = {}
 -- asked to be compared differs (a sequence, or the table itself), or the
 -- input cannot be read or is not valid.
 local AGREES, DIFFERS, UNREADABLE = 0, 1, 2
+-- The exit status after a caught signal: 128 + its number.
+local SIGNAL_STATUS = { SIGINT = 130, SIGTERM = 143 }
+
+--- f(...) with SIGINT and SIGTERM caught (the streamed copies of convert and
+--- merge stop between batches, their temporary removed): f's results, or
+--- the exit status of the signal that stopped it, its line said.
+local function stoppable(f, ...)
+    divgpu.process.catch_signals(true)
+    local result, err = f(...)
+    divgpu.process.catch_signals(false)
+    local signal = divgpu.process.interrupted()
+    if signal then
+        report.note("interrupted by %s; nothing was written", signal)
+        return nil, SIGNAL_STATUS[signal] or 130
+    end
+    return need(result, err)
+end
 
 --- What verify checks: { sequences = K }, { sample = K, seed = S } or every sequence.
 local function verify_selection(a)
@@ -49,12 +66,22 @@ local function check_cache(a)
     end
     local show, finish = report.progress(a.quiet, options.progress_how(a))
     local t0 = divgpu.clock.now()
+    divgpu.process.catch_signals(true)
     repeat
         local more = need(v:step())
+        local signal = divgpu.process.interrupted()
+        if signal then
+            divgpu.process.catch_signals(false)
+            finish()
+            report.note("interrupted by %s after %d of %d sequences: nothing was found to differ so far", signal,
+                v.done, v.total)
+            return SIGNAL_STATUS[signal] or 130
+        end
         local done, total = v.done, v.total
         show{ batch = 1, batches = 1, step = done, length = total, done = done, total = total,
               elapsed = divgpu.clock.now() - t0 }
     until not more
+    divgpu.process.catch_signals(false)
     finish()
     local d = v.difference
     if d then
@@ -78,7 +105,10 @@ end
 
 --- `divgpu convert CACHE --out OTHER`: the cache in its other form (or --format's).
 function _M.convert(a)
-    local c = need(divgpu.files.convert(a.cache, a.out, { format = a.format }))
+    -- To standard output, the text form unless --format says otherwise.
+    local format = a.format or (a.out == "-" and "json" or nil)
+    local c, stopped = stoppable(divgpu.files.convert, a.cache, a.out, { format = format })
+    if not c then return stopped end
     if not a.quiet then
         report.note("converted %d sequences of length %d to the %s form%s", c.sequences, c.length, c.form,
             c.upgraded and " (a version 1 cache: written as version 2, its starts counted and hashed)" or "")
@@ -97,7 +127,8 @@ end
 
 --- `divgpu merge`: the parts of a sharded run checked and merged (contract::shard).
 function _M.merge(a)
-    local m = need(divgpu.files.merge(a.out, a.parts, { format = a.format }))
+    local m, stopped = stoppable(divgpu.files.merge, a.out, a.parts, { format = a.format })
+    if not m then return stopped end
     if not a.quiet then
         report.note("merged %d parts: %d sequences of length %d (%s form)", m.parts, m.sequences, m.length, m.form)
     end

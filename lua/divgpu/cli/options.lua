@@ -80,9 +80,12 @@ function _M.check_choice(value, allowed, option)
     fail("%s '%s' is not one of: %s", option, tostring(value), concat(allowed, ", "))
 end
 
-local function optional(check, value, option)
-    if value ~= nil then return check(value, option) end
+local function optional(check, value, option, ...)
+    if value ~= nil then return check(value, option, ...) end
 end
+
+--- The largest --l2-bytes (4 GiB - 1): the tile it sizes is a 32-bit push constant.
+_M.MAX_L2_BYTES = 4294967295
 
 --- The registry's names the options choose among: the direct method's
 --- shapes (the reference first), the precisions and layouts of the
@@ -135,6 +138,7 @@ local function check_path(path, option)
         fail("%s '%s': the path is not valid UTF-8 (divgpu reads and writes UTF-8 paths only)", option, shown)
     end
 end
+_M.check_path = check_path
 
 --- --starts sample:K:SEED -> K, SEED; nil for another --starts.
 local function sample_spec(spec)
@@ -404,7 +408,8 @@ local function validate_run(a)
         fail("--target-ms %s is out of range: more than 0 and at most 900 (a submission must stay under a second)", a.target_ms)
     end
     optional(_M.positive_integer, a.memory_budget, "--memory-budget")
-    optional(_M.positive_integer, a.l2_bytes, "--l2-bytes")
+    -- The tile it sizes is a 32-bit push constant: 4 GiB of L2 is beyond any device.
+    optional(_M.positive_integer, a.l2_bytes, "--l2-bytes", _M.MAX_L2_BYTES)
     optional(_M.positive_integer, a.workgroup_size, "--workgroup-size")
     -- A tile is a 32-bit push constant.
     if a.tile_size ~= nil and a.tile_size ~= "auto" then _M.positive_integer(a.tile_size, "--tile-size", 4294967295) end
@@ -427,6 +432,9 @@ local function validate_plot(a)
     if hgt and (hgt < 150 or hgt > 8000) then fail("--height %d is out of range: 150..8000 pixels", hgt) end
     local colours = #divgpu.plot.palette
     if #a.stats > colours then fail("%d stats files: a chart draws at most %d (one colour each)", #a.stats, colours) end
+    if a.title and not divgpu.files.is_utf8(a.title) then
+        fail("--title: not valid UTF-8 (a chart's text is UTF-8)")
+    end
     local inputs = {}
     for i, path in ipairs(a.stats) do inputs[i] = { "stats file", path } end
     _M.check_outputs({ { "--out", a.out } }, inputs, false)
@@ -443,6 +451,11 @@ local function validate_synth(a)
     end
     _M.non_negative_integer(a.seed, "--seed")
     _M.check_outputs({ { "--out", a.out } }, {}, true)
+    -- The name chooses the format (.npy or .json; "-" streams JSON): refused before the table is made.
+    local lower = a.out:lower()
+    if a.out ~= "-" and not lower:find("%.npy$") and not lower:find("%.json$") then
+        fail("--out %s: a table is written as .npy or .json: the name must end in one of them", a.out)
+    end
 end
 
 --- The checks of each command but bench (cli/bench.lua has its own).
@@ -464,7 +477,8 @@ _M.validators = {
     convert = function(a)
         if not a.out then fail("convert needs --out PATH (the cache to write)") end
         if a.format then _M.check_choice(a.format, _M.FORMATS, "--format") end
-        _M.check_outputs({ { "--out", a.out } }, { { "convert's CACHE", a.cache } }, a.format == "json")
+        -- Standard output takes the text form (the default there) only.
+        _M.check_outputs({ { "--out", a.out } }, { { "convert's CACHE", a.cache } }, a.format ~= "binary")
     end,
     merge = function(a)
         if a.format then _M.check_choice(a.format, _M.FORMATS, "--format") end
@@ -630,6 +644,28 @@ local function plot_command(p)
     plot:option("--height", "Height in pixels. Default: 800, 1000 with the gram panel.")
 end
 
+-- --help's text, once asked for: cli.lua writes it and checks the write (a
+-- full disk behind a redirection is an error), where argparse would print it
+-- and exit 0 whatever happened.
+local help_text
+
+--- The help text --help asked for while parsing, or nil.
+function _M.help_requested() return help_text end
+
+--- The parser's and each command's --help stop the parse with their text
+--- kept (help_requested), in place of argparse's print and os.exit(0).
+local function checked_help(p)
+    for _, cmd in ipairs({ p, unpack(p._commands) }) do
+        local help = cmd._help_option_idx and cmd._options[cmd._help_option_idx]
+        if help then
+            help:action(function()
+                help_text = cmd:get_help()
+                error("--help", 0)
+            end)
+        end
+    end
+end
+
 --- The parser of the whole command line.
 function _M.parser()
     local p = argparse("divgpu", "Diversity sequences on the GPU (Vulkan compute), bit-exact on every device.")
@@ -640,6 +676,7 @@ function _M.parser()
     file_commands(p)
     bench_command(p)
     plot_command(p)
+    checked_help(p)
     return p
 end
 

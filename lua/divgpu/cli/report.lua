@@ -22,7 +22,19 @@ local _M = {}
 
 --- One line on stderr: "divgpu: " and the text.
 function _M.note(fmt, ...)
-    io_stderr:write("divgpu: ", string_format(fmt, ...), "\n")
+    io_stderr:write("divgpu: ", _M.printable(string_format(fmt, ...)), "\n")
+end
+
+-- Control characters as escapes: a newline in a path must not break the
+-- one line, an escape sequence must not dress it.
+local ESCAPES = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+
+--- A message as one line of printable text: control characters, and bytes
+--- that are not UTF-8, written as escapes (\n, \t, \r, \xNN).
+function _M.printable(s)
+    s = tostring(s)
+    local class = divgpu.files.is_utf8(s) and "[%z\1-\31\127]" or "[%z\1-\31\127-\255]"
+    return (s:gsub(class, function(c) return ESCAPES[c] or string_format("\\x%02x", c:byte()) end))
 end
 
 --- A message without the "path/file.lua:NN: " prefixes error() adds: the

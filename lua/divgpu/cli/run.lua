@@ -116,6 +116,38 @@ local function named_device(a)
     return named
 end
 
+-- The kernels that combine per-subgroup partials over gl_NumSubgroups
+-- (shaders/gram.comp, tensor.comp; methods/gram.lua's check_workgroup says
+-- why a partial last subgroup is refused).
+local WHOLE_SUBGROUPS = { gram = true, tensor = true }
+
+--- --workgroup-size against every device's limits (maxComputeWorkGroupSize,
+--- maxComputeWorkGroupInvocations) and, for `method` (the one asked, then the
+--- plan's), its kernel's own: whole subgroups. Checked once the devices are
+--- open, before any work: a usage error (exit 2) naming the option, never a
+--- pipeline the validation layer refuses or a kernel that drops a subgroup.
+function _M.check_workgroup(a, contexts, method)
+    if not a.workgroup_size or method == "cpu" then return end
+    local wg = positive_integer(a.workgroup_size, "--workgroup-size")
+    for _, ctx in ipairs(contexts) do
+        local info = ctx.info
+        local most = info and math.min(info.max_workgroup_size, info.max_workgroup_invocations)
+        if most and wg > most then
+            failure.usage(string_format("--workgroup-size %.0f: device '%s' runs at most %d threads a workgroup "
+                .. "(maxComputeWorkGroupSize %d, maxComputeWorkGroupInvocations %d)", wg, info.name, most,
+                info.max_workgroup_size, info.max_workgroup_invocations))
+        end
+        local sub = info and info.subgroup_size or 0
+        if WHOLE_SUBGROUPS[method] and sub > 0 and wg > sub and wg % sub ~= 0 then
+            local below = wg - wg % sub
+            failure.usage(string_format("--workgroup-size %d: the %s kernel combines whole subgroups: it takes a "
+                .. "multiple of device '%s''s subgroup size %d, or at most %d (%d or %d here); a partial last "
+                .. "subgroup is left out of gl_NumSubgroups on lavapipe", wg, method, info.name, sub, sub,
+                below, below + sub))
+        end
+    end
+end
+
 --- What the rest of the run is: its starts, devices, and plan.
 local function plan_rest(a, e, starts, cp, r)
     r.e, r.resumed = e, cp.done
@@ -123,11 +155,13 @@ local function plan_rest(a, e, starts, cp, r)
     for i = 1, #r.starts do r.starts[i] = starts[r.resumed + i] end
     local named = named_device(a)
     r.contexts = _M.open_devices(named, a.method)
+    _M.check_workgroup(a, r.contexts, a.method)
     local asked = _M.asked(a, r, #r.starts)
     asked.host = named == nil  -- no device named: auto may take the host's cores instead of a CPU-only device
     r.plan = _M.make_plan(r.contexts, e, asked)
     -- Auto may move a CPU-only device's job to the host's cores (divgpu.plan).
     r.contexts = r.plan.contexts or r.contexts
+    _M.check_workgroup(a, r.contexts, r.plan.method)
     r.method, r.shape, r.layout, r.tile = r.plan.method, r.plan.shape or r.shape, r.plan.layout, r.plan.tile
     r.method_note = r.plan.why.method
     r.fma = r.plan.method == "cpu" and "exact on the host" or need(device.fma_mode(r.contexts[1]))
@@ -228,7 +262,10 @@ local function plan_only(a, r)
     local named = named_device(a)
     local asked = _M.asked(a, r, #starts)
     asked.host = named == nil
-    local p = _M.make_plan(_M.open_devices(named, a.method), e, asked)
+    local contexts = _M.open_devices(named, a.method)
+    _M.check_workgroup(a, contexts, a.method)
+    local p = _M.make_plan(contexts, e, asked)
+    _M.check_workgroup(a, p.contexts or contexts, p.method)
     for _, line in ipairs(plan.lines(p)) do report.write_stdout(line, "\n") end
     return 0
 end
