@@ -98,6 +98,8 @@ test: deps build build/fault/divgpu.so
 	tests/tree_test.sh
 	tests/architecture_test.sh
 	DIVGPU_VALIDATION=1 tests/cpu_method_test.sh
+	DIVGPU_VALIDATION=1 tests/estimates_test.sh
+	DIVGPU_VALIDATION=1 tests/interrupt_test.sh
 	DIVGPU_VALIDATION=1 tests/toy_kernel_test.sh
 	python3 bench/render_tables.py --check
 
