@@ -308,11 +308,13 @@ impl<R: Source> CacheReader<R> {
 
 /// A JSON cache's header against the file's size, before anything is sized
 /// by it: a sequence of L items takes at least 2L + 1 bytes (`[`, L digits,
-/// L - 1 commas, `]`), so a header claiming more than the file can hold (a
-/// length of 2^40 in a file of 2 KB) is refused, not allocated.
+/// L - 1 commas, `]`), so a header promising sequences the file cannot hold
+/// (a length of 2^40 in a file of 2 KB) is refused, not allocated. A version
+/// 1 header promises no count (an empty cache is refused as such later);
+/// whatever the header, `next_batch` sizes nothing by the length.
 fn check_json_sizes(path: &str, h: &CacheHeader, size: u64) -> Result<()> {
-    if size == 0 {
-        return Ok(()); // not a regular file (a pipe): nothing is sized by the header (`next_batch`)
+    if size == 0 || !h.starts_count.is_some_and(|count| count > 0) {
+        return Ok(()); // not a regular file (a pipe), or no sequence promised
     }
     let line = (h.length as u64).saturating_mul(2).saturating_add(1);
     if line > size {
