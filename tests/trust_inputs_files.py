@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Damaged and edited inputs for tests/trust_inputs_test.sh (issue 29).
+"""Damaged and edited inputs for tests/trust_inputs_test.sh (round 3's inputs).
 
     damage CACHE.json EXTRA.json OUTDIR   the five damaged JSON caches
     damage_bin CACHE.bin OUTDIR           damaged binary caches

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 29, the inputs' half: trust no input file, no option value and no
-# caller's descriptor. Each section guards one of the issue's items (3, 7, 8,
-# 9, 13, 16, 17, 18, 19, 20, 21, 24):
+# The adversary's round 3, the inputs' half: trust no input file, no option value and no
+# caller's descriptor. Each section guards one of the round's holes
+# (docs/RELIABILITY.md, round 3: 3, 7, 8, 9, 13, 16, 17, 18, 19, 20, 21, 24):
 #   verify proves the whole file (five damaged caches, every verify mode, both
 #   forms), a header's sizes checked before any allocation, hashes compared
 #   case-insensitively; the gram and tensor kernels' workgroup sizes on

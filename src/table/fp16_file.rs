@@ -338,7 +338,7 @@ mod file_tests {
         json
     }
 
-    // Issue 29, item 13: the checksum binds the shape to the halves but is
+    // Found by an adversary's round: the checksum binds the shape to the halves but is
     // unkeyed; a meta edited to 3 x 4 for a 6 x 2 table, its checksum
     // recomputed, gave a cache of the edited shape. The JSON's real shape decides.
     #[test]

@@ -1,7 +1,7 @@
 //! The shape of an embeddings table in JSON, counted without storing a
 //! value: what `fp16_file` checks a meta file's N x D against (its checksum
 //! binds the shape to the halves but is unkeyed, so the JSON's real shape
-//! decides: issue 29, item 13).
+//! decides: a meta edited to another shape with its checksum recomputed).
 
 use crate::error::{Error, Result};
 

@@ -108,7 +108,7 @@ fn edit_json(path: &str, to: &str, header: impl Fn(&str) -> String, edit: impl F
     to.to_string()
 }
 
-// Issue 29, item 3: every mode proves the whole file. The first K (and
+// Every mode proves the whole file. The first K (and
 // every sequence) used to stop at starts_count, so a cache cut before its
 // end, a start missing (a sequence replaced by a duplicate), two swapped or
 // one extra passed.
