@@ -10,6 +10,7 @@ local report = require "divgpu.cli.report"
 
 local need, fail = failure.need, options.fail
 local write_stdout = report.write_stdout
+local is_stream = divgpu.files.is_stream
 local string_format = string.format
 local ipairs, tostring, tonumber, require = ipairs, tostring, tonumber, require
 
@@ -113,7 +114,7 @@ function _M.convert(a)
         report.note("converted %d sequences of length %d to the %s form%s", c.sequences, c.length, c.form,
             c.upgraded and " (a version 1 cache: written as version 2, its starts counted and hashed)" or "")
     end
-    if a.out ~= "-" then write_stdout(a.out, "\n") end
+    if not is_stream(a.out) then write_stdout(a.out, "\n") end
 end
 
 --- `divgpu synth`: a clustered table, written as .npy or .json by its name
@@ -122,7 +123,7 @@ function _M.synth(a)
     local e = need(divgpu.synth{ n = tonumber(a.n), dim = tonumber(a.dim), clusters = tonumber(a.clusters),
                                  seed = tonumber(a.seed) })
     need(e:write(a.out))
-    if a.out ~= "-" then write_stdout(a.out, "\n") end
+    if not is_stream(a.out) then write_stdout(a.out, "\n") end
 end
 
 --- `divgpu merge`: the parts of a sharded run checked and merged (contract::shard).
@@ -132,7 +133,7 @@ function _M.merge(a)
     if not a.quiet then
         report.note("merged %d parts: %d sequences of length %d (%s form)", m.parts, m.sequences, m.length, m.form)
     end
-    if a.out ~= "-" then write_stdout(a.out, "\n") end
+    if not is_stream(a.out) then write_stdout(a.out, "\n") end
 end
 
 --- `divgpu convert-fp16`: embeddings_fp16.bin and its meta file beside the table.

@@ -18,6 +18,9 @@ local report = require "divgpu.cli.report"
 
 local need, fail = failure.need, options.fail
 local positive_integer = options.positive_integer
+-- An --out that is a stream (-, /dev/stdout, /dev/fd/N...) is written to its
+-- descriptor: no lock, no checkpoint, no path printed after it.
+local is_stream = divgpu.files.is_stream
 local string_format, ceil = string.format, math.ceil
 local ipairs, tostring, tonumber, error, pcall, require = ipairs, tostring, tonumber, error, pcall, require
 
@@ -194,7 +197,7 @@ local function run_rest(a, e, starts, cp, r)
     finish()
     if recorder then close_stats(recorder, result ~= nil and stats, cp) end
     if result == nil then
-        if a.out ~= "-" and cp.done > 0 then
+        if not is_stream(a.out) and cp.done > 0 then
             fail("%s (%d of %d sequences are kept in %s: run the same command again to resume)", stats, cp.done,
                 cp.total, cp.path)
         end
@@ -239,9 +242,9 @@ end
 
 --- The exit status of a run a signal stopped (130 or 143), after saying what was kept.
 local function stopped_status(a, stats, cp)
-    if a.out == "-" then
-        report.note("interrupted by %s; the cache streamed to standard output is incomplete (nothing is kept: "
-            .. "--out - has no checkpoint)", stats.stopped)
+    if is_stream(a.out) then
+        report.note("interrupted by %s; the cache streamed to %s is incomplete (nothing is kept: "
+            .. "a stream has no checkpoint)", stats.stopped, a.out == "-" and "standard output" or a.out)
     else
         local kept = cp.done > 0 and string_format("%d of %d sequences are kept in %s", cp.done, cp.total, cp.path)
             or "no batch had finished, nothing was kept"
@@ -284,14 +287,14 @@ local function run_locked(a, held)
     end
     need(cp:finish())
     if not a.quiet and stats then report.run_summary(stats) end
-    if a.out ~= "-" then report.write_stdout(a.out, "\n") end
+    if not is_stream(a.out) then report.write_stdout(a.out, "\n") end
 end
 
 --- The lock of --out (OUT.lock), taken before the table is read, so a second
 --- run on the same output is refused at once (or waits with --wait). Its
 --- notes (a wait, a stale lock taken over) are printed even with --quiet.
 local function lock_output(a)
-    if a.out == "-" then return nil end
+    if is_stream(a.out) then return nil end
     local lock = need(divgpu.files.lock(a.out, { wait = a.wait, on_wait = function(msg)
         io.stderr:write("divgpu: ", msg, " (--wait)\n") io.stderr:flush()
     end }))
