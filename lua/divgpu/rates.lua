@@ -44,6 +44,10 @@ local function cache_folder()
     return base .. "/divgpu/rates"
 end
 
+--- The folder the measured rates are kept in ($XDG_CACHE_HOME or ~/.cache,
+--- then divgpu/rates), or nil without a home: the CPU method's rates go there too.
+_M.cache_folder = cache_folder
+
 local function cache_path(info)
     local folder = cache_folder()
     if not folder then return nil end

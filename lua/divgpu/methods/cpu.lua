@@ -61,14 +61,10 @@ function _M.host_context(threads)
 end
 
 local function rates_path(ctx)
-    local base = os.getenv("XDG_CACHE_HOME")
-    if not base or base == "" then
-        local home = os.getenv("HOME")
-        if not home or home == "" then return nil end
-        base = home .. "/.cache"
-    end
+    local folder = require("divgpu.rates").cache_folder()
+    if not folder then return nil end
     local key = (cpu_model() .. "-" .. tostring(ctx.threads or cores())):gsub("[^%w%-]+", "_")
-    return string_format("%s/divgpu/rates/cpu-%s.json", base, key), base .. "/divgpu/rates"
+    return string_format("%s/cpu-%s.json", folder, key), folder
 end
 
 local function read_rates(path)
