@@ -135,7 +135,10 @@ impl Lock {
         Lock::acquire_in(target.dir.clone(), target.sibling_name(".lock"), target.sibling(".lock"), wait, on_wait)
     }
 
-    /// Takes the lock at `path` (its folder opened once, the lock opened through it).
+    /// Takes the lock at `path` (its folder opened once, the lock opened
+    /// through it): the unit tests' way; commands take an output's lock
+    /// through its resolved folder (`acquire_for`).
+    #[cfg(test)]
     pub fn acquire(path: &Path, wait: bool, on_wait: impl FnMut(&str)) -> Result<(Lock, Taken)> {
         let shown = path.display().to_string();
         let name = path.file_name().ok_or_else(|| Error::input(&shown, "not a file path"))?.to_owned();

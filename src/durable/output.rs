@@ -64,11 +64,6 @@ impl Output {
         Ok(Output { sink: Sink::File { target, temp, _lock: lock }, file })
     }
 
-    /// The output's names: as given, and for messages (`describe`).
-    pub fn target(&self) -> OutputName {
-        OutputName { given: self.given().to_string(), described: self.describe() }
-    }
-
     /// The path as given.
     pub fn given(&self) -> &str {
         match &self.sink {
@@ -116,19 +111,6 @@ impl Output {
                 sync_folder(&target.dir)
             }
         }
-    }
-}
-
-/// An output's names (`Output::target`): the path as given, and as messages
-/// name it (a link's target too; "standard output" for `-`).
-pub struct OutputName {
-    pub given: String,
-    described: String,
-}
-
-impl OutputName {
-    pub fn describe(&self) -> String {
-        self.described.clone()
     }
 }
 

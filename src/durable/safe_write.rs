@@ -32,7 +32,7 @@
 //! `check_files` also refuses an output that is the same file as an input or
 //! as another output (the same device and inode, or the same resolved path).
 
-pub use crate::durable::output::{replace_in, write_atomically, write_together, Output, OutputName};
+pub use crate::durable::output::{replace_in, write_atomically, write_together, Output};
 pub use crate::durable::stream::{is_stream, stdout_file, stream_descriptor, stream_file, STDOUT};
 pub use crate::durable::target::{check_files, install, resolve, sync_folder, Named, Target};
 pub use crate::durable::temp::{fault, host_name, process_alive, remove_stale_temporaries, Temp, TEMP_PREFIX};

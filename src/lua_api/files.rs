@@ -24,7 +24,7 @@ use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, Value};
 
 use super::boundary::{function, methods_index, Methods};
 
-use crate::durable::checkpoint::{lock_note, lock_path};
+use crate::durable::checkpoint::lock_note;
 use crate::durable::lock::Lock;
 use crate::durable::safe_write::{check_files, Named, Output};
 use crate::error::{Error, Result};
@@ -79,7 +79,7 @@ impl OutputHandle {
 impl UserData for OutputHandle {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("temp_path", |_, this| Ok(this.with(|o| Ok(o.temp_path().display().to_string()))?));
-        f.add_field_method_get("path", |_, this| Ok(this.with(|o| Ok(o.target().given.clone()))?));
+        f.add_field_method_get("path", |_, this| Ok(this.with(|o| Ok(o.given().to_string()))?));
         methods_index(f, "OutputHandle");
     }
 }
@@ -88,7 +88,7 @@ pub fn output_methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, "OutputHandle")?;
     m.add(lua, "write", |_, this: &OutputHandle, text: mlua::String| {
         Ok(this.with(|o| {
-            let name = o.target().describe();
+            let name = o.describe();
             o.file().write_all(&text.as_bytes()).map_err(|e| Error::input(name, format!("write failed: {e}")))
         })?)
     })?;
@@ -176,8 +176,10 @@ fn lock(out: String, o: Option<LuaTable>) -> mlua::Result<LockHandle> {
         Some(o) => (o.get::<Option<bool>>("wait")?.unwrap_or(false), o.get::<Option<mlua::Function>>("on_wait")?),
         None => (false, None),
     };
-    let path = lock_path(&out)?;
-    let (lock, taken) = Lock::acquire(&path, wait, |msg| {
+    // Through the output's folder, opened once (durable::target::resolve).
+    let target = crate::durable::safe_write::resolve(&out)?;
+    let path = target.sibling(".lock");
+    let (lock, taken) = Lock::acquire_for(&target, wait, |msg| {
         if let Some(f) = &on_wait {
             let _ = f.call::<()>(msg.to_string());
         }

@@ -42,7 +42,7 @@ mod sink;
 mod state;
 
 pub use sink::{BatchSink, StdoutCache};
-pub use state::{lock_note, lock_path, Checkpoint, FORMAT, VERSION};
+pub use state::{lock_note, Checkpoint, FORMAT, VERSION};
 
 #[cfg(test)]
 mod tests;

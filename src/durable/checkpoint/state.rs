@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::cache_io::Form;
 use crate::durable::folder::{me, stat_of, user_name, Folder};
 use crate::durable::lock::{self, Lock, Taken};
-use crate::durable::safe_write::{resolve, Target};
+use crate::durable::safe_write::Target;
 use crate::cache::header::Shard;
 use crate::cache::json_reader::Sequences;
 use crate::error::{Error, Result};
@@ -88,10 +88,6 @@ pub(super) fn display(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// `OUT.lock`, the lock of the output `out`.
-pub fn lock_path(out: &str) -> Result<PathBuf> {
-    Ok(resolve(out)?.sibling(".lock"))
-}
 
 /// The note for a lock taken over, or waited for.
 pub fn lock_note(path: &Path, taken: &Taken) -> Option<String> {
