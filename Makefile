@@ -100,6 +100,8 @@ test: deps build build/fault/divgpu.so
 	DIVGPU_VALIDATION=1 tests/cpu_method_test.sh
 	DIVGPU_VALIDATION=1 tests/estimates_test.sh
 	DIVGPU_VALIDATION=1 tests/interrupt_test.sh
+	DIVGPU_VALIDATION=1 tests/trust_paths_test.sh
+	DIVGPU_VALIDATION=1 tests/trust_soak_test.sh
 	DIVGPU_VALIDATION=1 tests/toy_kernel_test.sh
 	python3 bench/render_tables.py --check
 
