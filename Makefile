@@ -104,6 +104,7 @@ test: deps build build/fault/divgpu.so
 	DIVGPU_VALIDATION=1 tests/trust_soak_test.sh
 	DIVGPU_VALIDATION=1 tests/toy_kernel_test.sh
 	python3 bench/render_tables.py --check
+	python3 bench/render_nogpu.py --check
 
 # The peers' byte tests on the CPU, the campaign protocol's smoke call on
 # lavapipe and the rendered tables' check (tests/peers_test.sh: it makes its
