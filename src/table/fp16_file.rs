@@ -160,7 +160,14 @@ fn read_meta(json_path: &str, bin: &str, meta_path: &str) -> Result<Vec<u8>> {
 /// meta edited to 600 x 8 for a 300 x 16 table, its checksum recomputed, is
 /// caught only here.
 fn check_shape(json_path: &str, meta_path: &str, meta: &Fp16Meta, json: &[u8]) -> Result<()> {
-    let (n, dim) = json_shape(json_path, json)?;
+    // The table a .npy's fp16 files were made from: its header has the shape.
+    let (n, dim) = match crate::table::table_file::TableFormat::of(json_path) {
+        Some(crate::table::table_file::TableFormat::Npy) => {
+            let t = crate::table::npy::parse(json_path, json, None)?;
+            (t.n, t.dim)
+        }
+        _ => json_shape(json_path, json)?,
+    };
     if (n, dim) != (meta.num_items, meta.dim) {
         return Err(Error::input(
             meta_path,
