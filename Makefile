@@ -86,6 +86,7 @@ test: deps build build/fault/divgpu.so
 	DIVGPU_VALIDATION=1 tests/cli_test.sh
 	DIVGPU_VALIDATION=1 tests/habits_test.sh
 	DIVGPU_VALIDATION=1 tests/safe_write_test.sh
+	DIVGPU_VALIDATION=1 tests/trust_inputs_test.sh
 	DIVGPU_VALIDATION=1 tests/binary_cache_test.sh
 	tests/cache_memory_test.sh
 	DIVGPU_VALIDATION=1 tests/numpy_reader_test.sh
