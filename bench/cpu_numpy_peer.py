@@ -1,4 +1,4 @@
-"""The numpy SGEMM peer of the CPU method (issue 31): the direct method with
+"""The numpy SGEMM peer of the CPU method: the direct method with
 every sequence's centroid in one f32 matrix product a step (numpy's BLAS,
 all cores), plain argmin (ties to the smallest index). Not the contract's
 arithmetic (SGEMM splits the sums), so its output is compared, not assumed.

@@ -1,5 +1,5 @@
 -- The tests' twins (tests/kernels/) and the bench's probes (bench/kernels/)
--- are named source patches, kept out of the shipped kernels (issue 30): the
+-- are named source patches, kept out of the shipped kernels: the
 -- shipped sources carry no trace of them, and every value of every patch
 -- still applies to its kernel (each hunk's text found exactly once) and
 -- compiles, so a kernel's edit cannot silently leave a twin behind.

@@ -1,5 +1,5 @@
 -- The SPIR-V `make test` runs on lavapipe is, byte for byte, a module the
--- native module ships (issue 30): what varies by device or table (fma
+-- native module ships: what varies by device or table (fma
 -- emulation, exact underflow, flush imitation) is a specialization constant
 -- (shaders/include/fma.glsl, underflow.glsl, flush.glsl), never a run-time
 -- compile. Every method runs here through the real driver; every pipeline a
