@@ -126,7 +126,7 @@ function _M.synth(a)
     if not is_stream(a.out) then write_stdout(a.out, "\n") end
 end
 
---- `divgpu merge`: the parts of a sharded run checked and merged (contract::shard).
+--- `divgpu merge`: the parts of a sharded run checked and merged (cache::shard).
 function _M.merge(a)
     local m, stopped = stoppable(divgpu.files.merge, a.out, a.parts, { format = a.format })
     if not m then return stopped end

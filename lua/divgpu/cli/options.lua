@@ -239,7 +239,7 @@ local function check_shard(spec, starts)
 end
 
 --- The starts of --shard I/N: the contiguous block of positions
---- [floor(I*M/N), floor((I+1)*M/N)) of the run's M starts (contract::shard),
+--- [floor(I*M/N), floor((I+1)*M/N)) of the run's M starts (cache::shard),
 --- and what the checkpoint and the part's header record of the whole run.
 function _M.shard_starts(spec, all)
     local i, n = parse_shard(spec)
@@ -269,7 +269,7 @@ function _M.device_entries(value)
     return list
 end
 
---- Every output checked before any work (contract::safe_write): a folder,
+--- Every output checked before any work (durable::safe_write): a folder,
 --- FIFO or device refused, its folder present and writable, no output the
 --- same file as an input or as another output. outputs and inputs are lists
 --- of {option, path} (nil entries skipped); stdout_ok: "-" is standard output.
