@@ -46,6 +46,6 @@ for ((r = 1; r <= rounds; r++)); do
         read -r wall user sys <"$work/time"
         # The sequences' hash (the headers of the peer's cache and divgpu's differ in their writer fields).
         sha=$("$py" -c 'import hashlib, json, sys; print(hashlib.sha256(json.dumps(json.load(open(sys.argv[1]))["sequences"]).encode()).hexdigest())' "$out")
-        printf '%s\t%d\t%s\t%s\t%.2f\t%s\n' "$job" "$r" "$side" "$wall" "$(echo "$user + $sys" | bc)" "$sha" | tee -a "$raw"
+        printf '%s\t%d\t%s\t%s\t%s\t%s\n' "$job" "$r" "$side" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" "$sha" | tee -a "$raw"
     done
 done

@@ -39,6 +39,8 @@ smoke "gram_stall_probe.lua" "identical to the mirror" luajit bench/gram_stall_p
 smoke "gemm_tune.lua" "identical to the shipped tiling's" luajit bench/gemm_tune.lua 128 32 8 4 1
 smoke "denormal_check.lua" "0 failed" luajit bench/denormal_check.lua 4 20
 smoke "gram_diagnose.lua (SMALL=1)" "SAME gram, default placement" env SMALL=1 luajit bench/gram_diagnose.lua
+mkdir -p "$tmp/nogpu"
 smoke "whole_run_pairs.py" "1 pairs: divgpu/torch_direct" "$PY" bench/whole_run_pairs.py --embeddings "$T" \
     --starts 0:4 --length 10 --pairs 1 --peer-device cpu --out-dir "$tmp/pairs"
+smoke "no_gpu_pairs.sh (tiny)" "numpy_sgemm" bench/no_gpu_pairs.sh tiny 2 "$tmp/nogpu/raw.tsv"
 finish
