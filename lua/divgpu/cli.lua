@@ -7,6 +7,7 @@
 local divgpu = require "divgpu"
 local failure = require "divgpu.failure"
 local options = require "divgpu.cli.options"
+local grammar = require "divgpu.cli.grammar"
 local report = require "divgpu.cli.report"
 
 local io_stderr, io_stdout = io.stderr, io.stdout
@@ -48,10 +49,10 @@ local COMMANDS = {
 --- Parses argv: the options, or the exit status of --help, --version or a
 --- bad command line (its message written).
 local function parse(argv)
-    local parser = options.parser()
+    local parser = grammar.parser()
     local parsed, ok, a = pcall(parser.pparse, parser, argv)
     if not parsed then
-        local help = options.help_requested()
+        local help = grammar.help_requested()
         if help then return nil, write_out(help, "\n") end
         error(ok, 0)
     end
