@@ -50,4 +50,23 @@ done
 if printf 'make test takes 7 minutes\n' | grep -E "make (run|test)" | grep -q -E "[0-9]+ ?(s|min|minutes)\b"; then :; else
     echo "twin: a stated duration was not caught" >&2; exit 1
 fi
+# Every folder of bench/results is cited by a tracked document (a result no
+# doc cites is not kept). Its twin: a folder name no doc cites is caught.
+uncited() {
+    local name
+    for name in "$@"; do
+        git grep -q -F -- "$name" -- '*.md' || echo "$name"
+    done
+}
+mapfile -t result_folders < <(git ls-files -- bench/results | cut -d/ -f3 | sort -u)
+[ "${#result_folders[@]}" -gt 0 ] || { echo "bench/results: no tracked folders (the check would pass vacuously)" >&2; exit 1; }
+missing=$(uncited "${result_folders[@]}")
+if [ -n "$missing" ]; then
+    echo "bench/results: folders no document cites (cite them or remove them): $missing" >&2
+    exit 1
+fi
+echo "bench/results: ${#result_folders[@]} folders, each cited by a document"
+if [ -z "$(uncited "2099-01-01_never_cited_$$")" ]; then
+    echo "twin: an uncited results folder was not caught" >&2; exit 1
+fi
 echo "tree: ok"
