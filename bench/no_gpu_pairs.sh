@@ -1,51 +1,124 @@
 #!/usr/bin/env bash
-# Without a GPU: the CPU method against divgpu on lavapipe and the numpy
-# SGEMM peer (bench/peers/numpy_direct.py --chain sgemm, timing only, its
-# bytes compared), the same job, in alternating rounds on one machine.
+# Without a GPU: the CPU method against divgpu on lavapipe and two numpy
+# peers, the same job, in alternating rounds on one machine:
+#   numpy_filtered  bench/peers/numpy_filtered.py: SGEMM scores, a proven
+#                   bound, the contract's chain in the window (the contract's
+#                   bytes by construction; the same-bytes peer of issue 31)
+#   numpy_sgemm     bench/peers/numpy_direct.py --chain sgemm: c @ E.T a step
+#                   (timing only: not the contract's arithmetic, its bytes
+#                   compared, never claimed)
 # Each run is a whole command (table load, set-up and writing included on
 # every side: the span of divgpu's `done in` plus process start). Wall and
-# CPU (user + sys) seconds go to RAW (TSV), with the sha256 of each cache's
-# sequences.
+# CPU (user + sys) seconds go to RAW (TSV), with the sha256 of each side's
+# sequences and whether they are the CPU method's of that round
+# (same_as_cpu). After the rounds, one `mirror` row: `bin/divgpu verify` of
+# the last round's CPU-method cache against the CPU mirror (every sequence,
+# or a seeded sample where the whole check would take long); its sha256 is
+# that cache's when the mirror agreed, else "differs", so a side whose
+# sha256 equals the mirror row's gives the mirror's bytes.
 #
 #   bench/no_gpu_pairs.sh JOB ROUNDS RAW
-#   JOB: poems   the shipped poems, every start in full (make run's job)
-#        synth   divgpu synth 4000 x 384 (16 clusters, seed 1), 512 starts
-#                (0:512) x 200 steps
-#        tiny    synth 300 x 16, 8 starts x 20 steps (the smoke test)
+#   JOB: poems     the shipped poems, every start in full (make run's job);
+#                  the mirror checks 64 sequences sampled with seed 1
+#        fortunes  Debian's fortunes, 4,000 x 384 (all-MiniLM-L6-v2;
+#                  bench/tables/fortunes.py builds it, $FORTUNES_TABLE or
+#                  ~/.cache/divgpu/tables/fortunes/fortunes.npy),
+#                  512 starts sample:512:1 x 200 steps
+#        synth     divgpu synth 4000 x 384 (16 clusters, seed 1), 512 starts
+#                  (0:512) x 200 steps
+#        tiny      synth 300 x 16, 8 starts x 20 steps (the smoke test)
+# The peers take `--starts` as a list: a `sample:K:SEED` is expanded for
+# them by docs/cli.md#starts's algorithm (divgpu gets the sample itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job=${1:?JOB}; rounds=${2:?ROUNDS}; raw=${3:?RAW}
 py=/usr/bin/python3   # Debian's numpy (OpenBLAS where libopenblas0 is installed)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+check=()              # verify's scope: every sequence unless set
 case $job in
-    poems) table=assets/embeddings/all-MiniLM-L6-v2/embeddings.json; span=() ;;
+    poems) table=assets/embeddings/all-MiniLM-L6-v2/embeddings.json; span=(); check=(--sample 64 --seed 1) ;;
+    fortunes) table=${FORTUNES_TABLE:-$HOME/.cache/divgpu/tables/fortunes/fortunes.npy}
+           [ -s "$table" ] || { echo "no_gpu_pairs: no $table (python bench/tables/fortunes.py builds it)" >&2; exit 2; }
+           span=(--starts sample:512:1 --length 200) ;;
     synth) table=$work/t.json; bin/divgpu synth --n 4000 --dim 384 --clusters 16 --seed 1 --out "$table" >/dev/null
            span=(--starts 0:512 --length 200) ;;
     tiny)  table=$work/t.json; bin/divgpu synth --n 300 --dim 16 --seed 2 --out "$table" >/dev/null
            span=(--starts 0:8 --length 20) ;;
-    *) echo "no_gpu_pairs: unknown job '$job' (poems, synth, tiny)" >&2; exit 2 ;;
+    *) echo "no_gpu_pairs: unknown job '$job' (poems, fortunes, synth, tiny)" >&2; exit 2 ;;
 esac
-sides=(cpu lavapipe numpy_sgemm)
+# The peers' span: a sample expanded to its list (ascending, as divgpu orders it).
+peer_span=("${span[@]}")
+if [[ ${span[1]:-} == sample:* ]]; then
+    IFS=: read -r _ k seed <<<"${span[1]}"
+    n=$("$py" -c 'import sys, numpy as np
+p = sys.argv[1]
+print(np.load(p, mmap_mode="r").shape[0] if p.endswith(".npy") else len(__import__("json").load(open(p))["embeddings"]))' "$table")
+    peer_span[1]=$("$py" - "$n" "$k" "$seed" <<'EOF'
+import sys
+M = 2**64
+def sample_starts(n, k, seed):  # docs/cli.md#starts, verbatim
+    state = seed
+    def next_u64():
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) % M
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % M
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % M
+        return z ^ (z >> 31)
+    def below(m):
+        while True:
+            x = next_u64()
+            if x >= M % m:
+                return x % m
+    chosen = set()
+    for j in range(n - k, n):
+        t = below(j + 1)
+        chosen.add(j if t in chosen else t)
+    return sorted(chosen)
+print(",".join(map(str, sample_starts(*map(int, sys.argv[1:])))))
+EOF
+)
+fi
+sides=(cpu lavapipe numpy_filtered numpy_sgemm)
 command_of() {
     case $1 in
         cpu) echo env -u DIVGPU_DEVICE bin/divgpu run --method cpu --embeddings "$table" "${span[@]}" --out "$2" --quiet ;;
         lavapipe) echo env DIVGPU_DEVICE=0 bin/divgpu run --embeddings "$table" "${span[@]}" --out "$2" --quiet ;;
-        numpy_sgemm) echo "$py" bench/peers/numpy_direct.py --chain sgemm --embeddings "$table" "${span[@]}" --out "$2" ;;
+        numpy_filtered) echo "$py" bench/peers/numpy_filtered.py --embeddings "$table" "${peer_span[@]}" --out "$2" ;;
+        numpy_sgemm) echo "$py" bench/peers/numpy_direct.py --chain sgemm --embeddings "$table" "${peer_span[@]}" --out "$2" ;;
     esac
 }
-[ -s "$raw" ] || printf 'job\tround\tside\twall_s\tcpu_s\tsha256\n' >"$raw"
-# The machine beside the raw file: its processor, cores, and the load when the job began.
-{ echo "$job: $(date -u +%FT%TZ), $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD)"; } >>"$(dirname "$raw")/machine.txt"
+# The sequences' hash (the headers of the peers' caches and divgpu's differ in their writer fields).
+seq_sha() {
+    "$py" -c 'import hashlib, json, sys; print(hashlib.sha256(json.dumps(json.load(open(sys.argv[1]))["sequences"]).encode()).hexdigest())' "$1"
+}
+cpu_sum() { awk -v u="$1" -v s="$2" 'BEGIN { printf "%.2f", u + s }'; }
+[ -s "$raw" ] || printf 'job\tround\tside\twall_s\tcpu_s\tsha256\tsame_as_cpu\n' >"$raw"
+# The machine beside the raw file: its processor, cores, the load when the job began, and the peers' numpy.
+{ echo "$job: $(date -u +%FT%TZ), $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD), table $(sha256sum "$table" | cut -c1-16), numpy $("$py" -c 'import numpy; print(numpy.__version__)')"; } >>"$(dirname "$raw")/machine.txt"
 for ((r = 1; r <= rounds; r++)); do
     # Alternate the order each round so no side always runs first.
-    order=("${sides[@]}"); ((r % 2 == 0)) && order=(numpy_sgemm lavapipe cpu)
+    order=("${sides[@]}"); ((r % 2 == 0)) && order=(numpy_sgemm numpy_filtered lavapipe cpu)
+    declare -A sha=() rows=()
     for side in "${order[@]}"; do
         out=$work/$side.json
         rm -f "$out"
         /usr/bin/time -f '%e %U %S' -o "$work/time" $(command_of "$side" "$out") >/dev/null
         read -r wall user sys <"$work/time"
-        # The sequences' hash (the headers of the peer's cache and divgpu's differ in their writer fields).
-        sha=$("$py" -c 'import hashlib, json, sys; print(hashlib.sha256(json.dumps(json.load(open(sys.argv[1]))["sequences"]).encode()).hexdigest())' "$out")
-        printf '%s\t%d\t%s\t%s\t%s\t%s\n' "$job" "$r" "$side" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')" "$sha" | tee -a "$raw"
+        sha[$side]=$(seq_sha "$out")
+        rows[$side]="$job	$r	$side	$wall	$(cpu_sum "$user" "$sys")"
+        printf '%s\t%d\t%s\t%s\t%s\t%s\n' "$job" "$r" "$side" "$wall" "$(cpu_sum "$user" "$sys")" "${sha[$side]}" >&2
     done
+    # Written when the round is whole, in the sides' order, each marked against the CPU method's bytes.
+    for side in "${order[@]}"; do
+        same=no; [ "${sha[$side]}" = "${sha[cpu]}" ] && same=yes
+        printf '%s\t%s\t%s\n' "${rows[$side]}" "${sha[$side]}" "$same" | tee -a "$raw"
+    done
+    unset sha rows
 done
+# The mirror's word on the last round's CPU-method cache (not timed against anything).
+/usr/bin/time -f '%e %U %S' -o "$work/time" bin/divgpu verify --embeddings "$table" --cache "$work/cpu.json" \
+    "${check[@]}" --quiet >/dev/null && msha=$(seq_sha "$work/cpu.json") || msha=differs
+read -r wall user sys <"$work/time"
+same=no; [ "$msha" = "$(seq_sha "$work/cpu.json")" ] && same=yes
+printf '%s\t%d\t%s\t%s\t%s\t%s\t%s\n' "$job" 0 "mirror${check[*]:+ (${check[*]})}" "$wall" "$(cpu_sum "$user" "$sys")" "$msha" "$same" | tee -a "$raw"
