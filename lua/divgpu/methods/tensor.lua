@@ -104,14 +104,24 @@ function _M.has_coopmat(ctx)
     return false
 end
 
+--- Why the slice products cannot run on ctx's tensor cores (nil when they
+--- can): the device lacks the matrices, or this build lacks their kernel
+--- (Debian 12's shaderc cannot compile tensor_coopmat.comp: `divgpu info`).
+function _M.coopmat_unavailable(ctx)
+    if not _M.has_coopmat(ctx) then
+        return string_format("device '%s' has no int8 16 x 16 x 32 cooperative matrices", ctx.info.name)
+    end
+    local why = divgpu.shaders.not_built().tensor_coopmat
+    if why then return "this build has no tensor_coopmat kernel (" .. why .. ")" end
+end
+
 --- tensor.may_fit(ctx, e) -> true, or nil and why: what auto asks before
 --- weighing the filter, without cutting the slices: tensor cores, 64-bit
 --- integers, the table in one storage buffer, D within the exact int32 sums
 --- (the chain's certificate is asked once the filter is the cheapest).
 function _M.may_fit(ctx, e)
-    if not _M.has_coopmat(ctx) then
-        return nil, string_format("device '%s' has no int8 cooperative matrices", ctx.info.name)
-    end
+    local no_coopmat = _M.coopmat_unavailable(ctx)
+    if no_coopmat then return nil, no_coopmat end
     if not ctx.info.int64 then return nil, string_format("device '%s' lacks shaderInt64", ctx.info.name) end
     if e.dim > divgpu.jobs.tensor_max_dim then
         return nil, string_format("the int32 sums are exact for D <= %d; the table has D = %d", divgpu.jobs.tensor_max_dim, e.dim)
@@ -231,8 +241,9 @@ local function make_job(ctx, e, opts)
     }))
     local coopmat_pending = opts.coopmat and begin_coopmat(self, ctx, e, opts)
     if not opts.coopmat then
-        self.products_note = _M.has_coopmat(ctx) and "tensor: the slice products in plain shader code (as asked)"
-            or "tensor: the slice products in plain shader code (the device has no int8 cooperative matrices)"
+        local no_coopmat = _M.coopmat_unavailable(ctx)
+        self.products_note = no_coopmat and "tensor: the slice products in plain shader code (" .. no_coopmat .. ")"
+            or "tensor: the slice products in plain shader code (as asked)"
     end
     local t_begun = now()
     local slices, slice_why = divgpu.jobs.tensor_slices(e)
@@ -272,9 +283,8 @@ function _M.job(ctx, e, opts)
     opts = opts or {}
     if type(e) ~= "userdata" then error("tensor.job: embeddings must be a table loaded with divgpu.load_embeddings", 2) end
     if opts.coopmat then
-        if not _M.has_coopmat(ctx) then
-            error(string_format("tensor.job: device '%s' has no int8 16 x 16 x 32 cooperative matrices", ctx.info.name), 2)
-        end
+        local no_coopmat = _M.coopmat_unavailable(ctx)
+        if no_coopmat then error("tensor.job: " .. no_coopmat, 2) end
         if opts.defines and opts.defines.DIVGPU_TENSOR_CHECK then
             error("tensor.job: the instrumented build runs the plain products only", 2)
         end
@@ -282,7 +292,7 @@ function _M.job(ctx, e, opts)
     if opts.coopmat == nil then
         local copy = {}
         for k, v in pairs(opts) do copy[k] = v end
-        copy.coopmat = _M.has_coopmat(ctx) and not opts.defines and not opts.spirv
+        copy.coopmat = not _M.coopmat_unavailable(ctx) and not opts.defines and not opts.spirv
         opts = copy
     end
     return catch(make_job, ctx, e, opts)
