@@ -19,6 +19,11 @@
 -- tiling again with each item's defines of tensor_coopmat.comp (upper-case
 -- keys; DIVGPU_COOPMAT_PERTURB=1 is a twin the checks must flag) or job
 -- options (fused_sums=0), each checked and timed as a tiling of its own.
+-- On a device without int8 cooperative matrices (lavapipe: the smoke test,
+-- tests/peers_bench_smoke.sh) the plain path alone: one line saying the
+-- cooperative-matrix paths are not on this device, step 1 of the plain build
+-- against its instrumented build, its products timed, its whole runs, and
+-- its output against the CPU mirror; exits non-zero if either differs.
 local divgpu = require "divgpu"
 local vk = require "divgpu.vk_compute"
 local driver = require "divgpu.driver"
@@ -72,9 +77,12 @@ a, b = tonumber(a), tonumber(b)
 local starts = divgpu.array("u32", b - a)
 for i = 1, b - a do starts[i] = a + i - 1 end
 local ctx = assert(vk.open{ device = os.getenv("DIVGPU_DEVICE") })
-if not tensor.has_coopmat(ctx) then
-    print(string.format('{"error": "device %s has no int8 16 x 16 x 32 cooperative matrices"}', ctx.info.name))
-    os.exit(1)
+local coopmat = tensor.has_coopmat(ctx)
+if not coopmat then
+    print(string.format('{"coopmat": "not on this device", "device": "%s", "why": "no int8 16 x 16 x 32 cooperative '
+        .. 'matrices", "skipped": "the cooperative-matrix kernels, their checks against the plain path, the twin, '
+        .. 'their products and runs"}', ctx.info.name))
+    tilings, levels = {}, {}
 end
 local ring = 8
 local step_macs = 3 * (b - a) * e.n * e.dim  -- three slice products a pair (tensor.md section 2)
@@ -149,9 +157,20 @@ for i, t in ipairs(tilings) do
         assert(tensor.job(ctx, e, coopmat_options(t, { coopmat_export = true }))), width)
 end
 -- The twin: the check above must see a wrong product.
-against_plain("the twin (A_3 without p_2 q_1; must differ)", assert(tensor.job(ctx, e,
+if coopmat then against_plain("the twin (A_3 without p_2 q_1; must differ)", assert(tensor.job(ctx, e,
     { coopmat = true, coopmat_export = true, coopmat_defines = { DIVGPU_COOPMAT_PERTURB = 1 } })),
-    tensor.COOPMAT_TILING.wc * tensor.COOPMAT_TILING.fc * 16)
+    tensor.COOPMAT_TILING.wc * tensor.COOPMAT_TILING.fc * 16) end
+-- Without cooperative matrices: the plain build against its instrumented build (same tiles, same minima).
+local plain_differ = 0
+if not coopmat then
+    local p, c = reference(plain.tile_width), outputs_of(bp, false)
+    local winners_differ = 0
+    for i = 1, #starts do if p.winners[(i - 1) * ring + 2] ~= c.winners[(i - 1) * ring + 2] then winners_differ = winners_differ + 1 end end
+    plain_differ = differing(p.minima, c.minima) + differing(p.argmins, c.argmins) + winners_differ
+    print(string.format('{"check": "step 1, plain against its instrumented build", "minima_differ": %d, '
+        .. '"argmins_differ": %d, "of_tiles": %d, "winners_differ": %d}', differing(p.minima, c.minima),
+        differing(p.argmins, c.argmins), #p.argmins, winners_differ))
+end
 
 -- The bench variants (levels): their kernels dispatched on the tiling's own
 -- batch (the same buffers), so the same slices are multiplied. Each must be
@@ -184,7 +203,7 @@ end
 local plain_products = products_seconds(bp, 1)
 print(string.format('{"products": "plain", "gpu_seconds": %.6f, "useful_int8_tops": %.2f}', plain_products,
     2 * step_macs / plain_products / 1e12))
-products_seconds(batches[1], 2500)
+if coopmat then products_seconds(batches[1], 2500) end
 for round = 1, tonumber(os.getenv("ROUNDS") or "3") do
     for i, t in ipairs(tilings) do
         for v = 0, #levels do
@@ -201,8 +220,10 @@ end
 local results = {}
 local runs = {}
 for _ = 1, plain_runs do runs[#runs + 1] = { "plain", plain } end
-runs[#runs + 1] = { "coopmat " .. name_of(tilings[1]), jobs[1] }
-runs[#runs + 1] = { "coopmat " .. name_of(tilings[1]), jobs[1] }
+if coopmat then
+    runs[#runs + 1] = { "coopmat " .. name_of(tilings[1]), jobs[1] }
+    runs[#runs + 1] = { "coopmat " .. name_of(tilings[1]), jobs[1] }
+end
 for _, path in ipairs(runs) do
     local out, stats = assert(driver.run{ ctx = ctx, job = path[2], embeddings = e, starts = starts, length = length })
     local macs = step_macs * (length - 1)
@@ -217,4 +238,10 @@ for i = 2, #results do
     local d = divgpu.first_difference(results[1], results[i], length)
     print(string.format('{"outputs": "run 1 against run %d: %s"}', i,
         d and ("differ at row " .. d.row .. " step " .. d.step) or "identical"))
+end
+if not coopmat then  -- the plain path's output against the CPU mirror
+    local d = results[1] and divgpu.first_difference(results[1], divgpu.mirror(e, starts, length), length)
+    print(string.format('{"outputs": "plain against the CPU mirror: %s"}', not results[1] and "no run (PLAIN_RUNS 0)"
+        or d and ("differ at row " .. d.row .. " step " .. d.step) or "identical"))
+    os.exit((plain_differ == 0 and results[1] and not d) and 0 or 1)
 end

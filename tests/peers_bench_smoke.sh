@@ -39,6 +39,12 @@ smoke "gram_stall_probe.lua" "identical to the mirror" luajit bench/gram_stall_p
 smoke "gemm_tune.lua" "identical to the shipped tiling's" luajit bench/gemm_tune.lua 128 32 8 4 1
 smoke "denormal_check.lua" "0 failed" luajit bench/denormal_check.lua 4 20
 smoke "gram_diagnose.lua (SMALL=1)" "SAME gram, default placement" env SMALL=1 luajit bench/gram_diagnose.lua
+smoke "device_parity.lua (SMALL=1)" "PASS twin: fp16-exact with a shrunk bound is caught" \
+    env SMALL=1 luajit bench/device_parity.lua
+smoke "gram_parity.lua (SMALL=1)" "PASS twin: dropped G row at a dispatch boundary fails" \
+    env SMALL=1 luajit bench/gram_parity.lua
+smoke "tensor_paths.lua (the plain path; no cooperative matrices here)" "plain against the CPU mirror: identical" \
+    luajit bench/tensor_paths.lua synth:300:64 0:8 9
 mkdir -p "$tmp/nogpu"
 smoke "whole_run_pairs.py" "1 pairs: divgpu/torch_direct" "$PY" bench/whole_run_pairs.py --embeddings "$T" \
     --starts 0:4 --length 10 --pairs 1 --peer-device cpu --out-dir "$tmp/pairs"
