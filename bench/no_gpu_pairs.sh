@@ -3,7 +3,7 @@
 # peers, the same job, in alternating rounds on one machine:
 #   numpy_filtered  bench/peers/numpy_filtered.py: SGEMM scores, a proven
 #                   bound, the contract's chain in the window (the contract's
-#                   bytes by construction; the same-bytes peer of issue 31)
+#                   bytes by construction; the same-bytes numpy peer)
 #   numpy_sgemm     bench/peers/numpy_direct.py --chain sgemm: c @ E.T a step
 #                   (timing only: not the contract's arithmetic, its bytes
 #                   compared, never claimed)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real 4,000 x 384 table: Debian's fortunes embedded with all-MiniLM-L6-v2 (issue 31).
+"""A real 4,000 x 384 table: Debian's fortunes embedded with all-MiniLM-L6-v2 (the no-GPU acceptance).
 
 Source: the fortune files of Debian 12's packages `fortunes` and
 `fortunes-min` (1:1.99.1-7.3; `apt-get install fortunes`), under
