@@ -44,10 +44,8 @@ OUT=${OUT:-/tmp/divgpu-out}
 LOGS=${LOGS:-/tmp/divgpu-logs}
 mkdir -p "$OUT" "$LOGS"
 if [ "${SMALL:-0}" = 1 ]; then
-    export LUA_PATH="./?.lua;lua/?.lua;;" LUA_CPATH="build/?.so;;"
+    # With torch but no CUDA here, the PyTorch steps run on the CPU (campaign_lib.sh): the dry run covers them too.
     have_torch() { python3 -c "import torch" 2>/dev/null; }
-    # With torch but no CUDA here, the PyTorch steps run on the CPU: the dry run covers them too.
-    python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null || export PEER_DEVICE=cpu
 else
     have_torch() { true; }
 fi

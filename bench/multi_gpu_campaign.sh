@@ -16,12 +16,16 @@
 # Scaling efficiency = T(1 device) / (2 x T(2 devices)) from each run's own
 # "done in S s wall" (from driver.run's start: jobs made, G built, every batch
 # written; the table's loading apart), per pair; summary in $OUT/scaling.txt.
+# SMALL=1: a dry run of the same steps on lavapipe (tests/peers_bench_smoke.sh;
+# "all" is its one device there): tables of a few hundred items, measuring nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/divgpu-out}
 LOGS=${LOGS:-/tmp/divgpu-logs}
 mkdir -p "$OUT" "$LOGS"
 source bench/campaign_lib.sh
+# Sizes (N, the direct pairs' starts, the half batch): the campaign's, or SMALL's stand-ins.
+if [ "${SMALL:-0}" = 1 ]; then N=300 SEED_S=64 B=150; else N=8359 SEED_S=3584 B=4180; fi
 
 identical() {  # identical A B: cmp of the two caches
     if cmp -s "/tmp/$1.json" "/tmp/$2.json"; then r="byte-identical"; else r="DIFFERENT"; fi
@@ -31,8 +35,8 @@ identical() {  # identical A B: cmp of the two caches
 pairs() {  # pairs NAME STARTS METHOD COUNT [extra...]: alternating 1-device / all-device runs
     local name=$1 starts=$2 method=$3 count=$4; shift 4
     for p in $(seq 1 "$count"); do
-        divgpu_run "${name}_1dev_$p" "$SEED" "$starts" 8359 "$method" --device 0 "$@"
-        divgpu_run "${name}_2dev_$p" "$SEED" "$starts" 8359 "$method" --device all "$@"
+        divgpu_run "${name}_1dev_$p" "$SEED" "$starts" "$N" "$method" --device 0 "$@"
+        divgpu_run "${name}_2dev_$p" "$SEED" "$starts" "$N" "$method" --device all "$@"
         identical "${name}_1dev_$p" "${name}_2dev_$p"
     done
 }
@@ -41,9 +45,10 @@ for mode in "${@:-sanity}"; do
 echo "== $mode"
 case "$mode" in
 sanity)
-    nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv | tee "$OUT/gpus.txt"
+    { nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv 2>/dev/null \
+        || echo "no nvidia-smi"; } | tee "$OUT/gpus.txt"
     bin/divgpu info | tee "$LOGS/info.txt"
-    SEED=$(table 8359)
+    SEED=$(table "$N")
     divgpu_run small_1dev "$SEED" 0:64 300 gram --device 0
     divgpu_run small_2dev "$SEED" 0:64 300 gram --device all --batch 16
     identical small_1dev small_2dev
@@ -51,66 +56,66 @@ sanity)
     identical small_1dev small_direct_2dev
     ;;
 gram)
-    SEED=$(table 8359)
-    pairs gram_all 0:8359 gram "${PAIRS:-3}"
+    SEED=$(table "$N")
+    pairs gram_all "0:$N" gram "${PAIRS:-3}"
     ;;
 direct)
-    SEED=$(table 8359)
-    pairs direct_seed 0:3584 direct "${DIRECT_PAIRS:-1}" --layout columns
+    SEED=$(table "$N")
+    pairs direct_seed "0:$SEED_S" direct "${DIRECT_PAIRS:-1}" --layout columns
     ;;
 final)
     # The final code: PAIRS gram all-starts pairs, the first pair with --stats
     # (per-chunk figures, copied to $OUT for `divgpu plot`).
-    SEED=$(table 8359)
-    divgpu_run gram_all_1dev_1 "$SEED" 0:8359 8359 gram --device 0 --stats "$OUT/gram_all_1dev.jsonl"
-    divgpu_run gram_all_2dev_1 "$SEED" 0:8359 8359 gram --device all --stats "$OUT/gram_all_2dev.jsonl"
+    SEED=$(table "$N")
+    divgpu_run gram_all_1dev_1 "$SEED" "0:$N" "$N" gram --device 0 --stats "$OUT/gram_all_1dev.jsonl"
+    divgpu_run gram_all_2dev_1 "$SEED" "0:$N" "$N" gram --device all --stats "$OUT/gram_all_2dev.jsonl"
     identical gram_all_1dev_1 gram_all_2dev_1
     for p in $(seq 2 "${PAIRS:-3}"); do
-        divgpu_run "gram_all_1dev_$p" "$SEED" 0:8359 8359 gram --device 0
-        divgpu_run "gram_all_2dev_$p" "$SEED" 0:8359 8359 gram --device all
+        divgpu_run "gram_all_1dev_$p" "$SEED" "0:$N" "$N" gram --device 0
+        divgpu_run "gram_all_2dev_$p" "$SEED" "0:$N" "$N" gram --device all
         identical "gram_all_1dev_$p" "gram_all_2dev_$p"
     done
     ;;
 peer)
     # PyTorch's direct peer on one H200 beside gram on one and two, same call.
-    SEED=$(table 8359)
-    peer torch_direct_all torch_direct.py "$SEED" 0:8359 8359
+    SEED=$(table "$N")
+    peer torch_direct_all torch_direct.py "$SEED" "0:$N" "$N"
     same gram_all_2dev_1 torch_direct_all
     ;;
 batchsize)
     # Batch size against the default's (one device: 3 of 2,787; two: 4 of 2,090),
-    # gram all starts: --batch 4180 gives one device 2 batches, two devices 1 each.
-    SEED=$(table 8359)
+    # gram all starts: --batch 4180 (B) gives one device 2 batches, two devices 1 each.
+    SEED=$(table "$N")
     for p in $(seq 1 "${PAIRS:-2}"); do
-        divgpu_run "gram_all_1dev_b$p" "$SEED" 0:8359 8359 gram --device 0
-        divgpu_run "gram_all_1dev_b4180_$p" "$SEED" 0:8359 8359 gram --device 0 --batch 4180
-        divgpu_run "gram_all_2dev_b$p" "$SEED" 0:8359 8359 gram --device all
-        divgpu_run "gram_all_2dev_b4180_$p" "$SEED" 0:8359 8359 gram --device all --batch 4180
+        divgpu_run "gram_all_1dev_b$p" "$SEED" "0:$N" "$N" gram --device 0
+        divgpu_run "gram_all_1dev_b4180_$p" "$SEED" "0:$N" "$N" gram --device 0 --batch "$B"
+        divgpu_run "gram_all_2dev_b$p" "$SEED" "0:$N" "$N" gram --device all
+        divgpu_run "gram_all_2dev_b4180_$p" "$SEED" "0:$N" "$N" gram --device all --batch "$B"
         identical "gram_all_1dev_b$p" "gram_all_2dev_b4180_$p"
     done
     ;;
 bigbatch)
     # One device: one batch of all 8,359 against two of 4,180 (gram, all starts).
-    SEED=$(table 8359)
+    SEED=$(table "$N")
     for p in $(seq 1 "${PAIRS:-2}"); do
-        divgpu_run "gram_all_1dev_b8359_$p" "$SEED" 0:8359 8359 gram --device 0 --batch 8359
-        divgpu_run "gram_all_1dev_b4180_$p" "$SEED" 0:8359 8359 gram --device 0 --batch 4180
-        divgpu_run "gram_all_2dev_b4180_$p" "$SEED" 0:8359 8359 gram --device all --batch 4180
+        divgpu_run "gram_all_1dev_b8359_$p" "$SEED" "0:$N" "$N" gram --device 0 --batch "$N"
+        divgpu_run "gram_all_1dev_b4180_$p" "$SEED" "0:$N" "$N" gram --device 0 --batch "$B"
+        divgpu_run "gram_all_2dev_b4180_$p" "$SEED" "0:$N" "$N" gram --device all --batch "$B"
         identical "gram_all_1dev_b8359_$p" "gram_all_2dev_b4180_$p"
     done
     ;;
 overhead)
     # Where the wall time goes (the "wall time:" line), the driver before
     # several devices (its Lua in $OLD_LUA, if given) against this one, alternating.
-    SEED=$(table 8359)
+    SEED=$(table "$N")
     for p in $(seq 1 "${OVERHEAD_PAIRS:-2}"); do
         if [ -n "${OLD_LUA:-}" ]; then
             timed "old_gram_all_$p" env LUA_PATH="$OLD_LUA/?.lua;lua/?.lua;$LUA_PATH" luajit -e \
-                'os.exit(require("divgpu.cli").main(arg))' /dev/null run --embeddings "$SEED" --starts 0:8359 \
+                'os.exit(require("divgpu.cli").main(arg))' /dev/null run --embeddings "$SEED" --starts "0:$N" \
                 --method gram --device 0 --out "/tmp/old_gram_all_$p.json"
         fi
-        divgpu_run "gram_all_1dev_o$p" "$SEED" 0:8359 8359 gram --device 0
-        divgpu_run "gram_all_2dev_o$p" "$SEED" 0:8359 8359 gram --device all
+        divgpu_run "gram_all_1dev_o$p" "$SEED" "0:$N" "$N" gram --device 0
+        divgpu_run "gram_all_2dev_o$p" "$SEED" "0:$N" "$N" gram --device all
     done
     grep -h "wall time" "$LOGS"/*_o*.log "$LOGS"/old_*.log 2>/dev/null | tee -a "$OUT/overhead.txt"
     ;;
