@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Every bench script that can run on lavapipe runs here on a tiny table
-# (make test-peers, after tests/peers_test.sh), so a script that no longer
-# runs against the current code fails a test instead of failing on the H200.
-# Each check: the script exits 0 and prints what it prints when it works.
-# Not here, and why: bench/tensor_paths.lua (int8 cooperative matrices,
-# which lavapipe lacks), the device campaigns (campaign.sh, gram_campaign.sh,
-# multi_gpu_campaign.sh, acceptance_campaign.sh, device_call.sh: an NVIDIA
-# machine), serve_run.lua and peaks.lua (run by bench/protocol.py's smoke
-# call in tests/peers_test.py), device_parity.lua and gram_parity.lua (the
-# device campaigns' parity suites: over 5 minutes each on lavapipe, their
-# checks the ones tests/*_spec.lua run there in make test; a quick mode for
-# them is owed).
+# Every bench script runs here on lavapipe on a tiny table (make test-peers,
+# after tests/peers_test.sh), so a script that no longer runs against the
+# current code fails a test instead of failing on the H200. Each check: the
+# command exits 0 and its output has every line the script prints only when
+# it worked (a passing twin, "0 failed" as a whole line, rc 0 of each job).
+# The parity suites (device_parity.lua, gram_parity.lua) run in their quick
+# mode (SMALL=1) through the campaigns that use them; the campaigns
+# (campaign.sh probe, gram_campaign.sh seed, multi_gpu_campaign.sh sanity,
+# device_call.sh -> acceptance_campaign.sh parity, all with campaign_lib.sh)
+# as their SMALL=1 dry runs: the same steps on tables of a few hundred items,
+# the PyTorch peers on the CPU. tensor_paths.lua runs its plain path (lavapipe
+# has no int8 cooperative matrices; it says so) and checks it against its
+# instrumented build and the CPU mirror.
+# Elsewhere: serve_run.lua and peaks.lua run in bench/protocol.py's smoke call
+# (tests/peers_test.py: its warm jobs serve divgpu through serve_run.lua, its
+# ceilings call peaks.lua --quick). Not run: bench/device_env.sh, the device
+# shim, which unpacks the carried packages into / (a device machine's step;
+# SMALL=1 leaves it out); bench/cpu_bench.lua and bench/cpu_numpy_peer.py
+# (no longer called by bench/no_gpu_pairs.sh; their owner decides).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tests/lib.sh
@@ -19,17 +26,23 @@ PY=${PEERS_PYTHON:-${PEERS_VENV:-$HOME/.cache/divgpu/peers-venv}/bin/python}
 T=$tmp/t.json
 bin/divgpu synth --n 300 --dim 64 --clusters 8 --seed 7 --out "$T" >/dev/null
 
-# smoke NAME WANT CMD...: CMD exits 0 and its output contains WANT.
+# smoke NAME WANT CMD...: CMD exits 0 and its output matches each line of
+# WANT (an extended regular expression).
 smoke() {
     local name=$1 want=$2; shift 2
-    local out rc start=$SECONDS
+    local out rc start=$SECONDS w missing=
     out=$(timeout 600 "$@" 2>&1); rc=$?
-    if [ $rc -eq 0 ] && grep -qF -- "$want" <<<"$out"; then
+    while IFS= read -r w; do
+        grep -qE -- "$w" <<<"$out" || missing+="missing: $w"$'\n'
+    done <<<"$want"
+    if [ $rc -eq 0 ] && [ -z "$missing" ]; then
         ok "$name ($((SECONDS - start)) s)"
     else
-        not_ok "$name (exit $rc)" "$(tail -n 5 <<<"$out")"
+        not_ok "$name (exit $rc)" "$missing$(tail -n 5 <<<"$out")"
     fi
 }
+# The campaigns' python3 is the peers' (torch, numpy), as on the device.
+VENV_PATH=$(dirname "$PY"):$PATH
 
 smoke "fp16_divergence.lua" "identical" luajit bench/fp16_divergence.lua "$T" 4 10
 smoke "gram_roofline.lua" '"mean_window"' luajit bench/gram_roofline.lua "$T" 0:4 10
@@ -37,14 +50,28 @@ smoke "gram_scaling.lua" '"n": 512' luajit bench/gram_scaling.lua 512 4 8 256 64
 smoke "gram_tune.lua" '"config": "wg=256"' luajit bench/gram_tune.lua "$T" 0:4 10 wg=256
 smoke "gram_stall_probe.lua" "identical to the mirror" luajit bench/gram_stall_probe.lua n=300 starts=4
 smoke "gemm_tune.lua" "identical to the shipped tiling's" luajit bench/gemm_tune.lua 128 32 8 4 1
-smoke "denormal_check.lua" "0 failed" luajit bench/denormal_check.lua 4 20
+smoke "denormal_check.lua" "^0 failed$" luajit bench/denormal_check.lua 4 20
 smoke "gram_diagnose.lua (SMALL=1)" "SAME gram, default placement" env SMALL=1 luajit bench/gram_diagnose.lua
-smoke "device_parity.lua (SMALL=1)" "PASS twin: fp16-exact with a shrunk bound is caught" \
-    env SMALL=1 luajit bench/device_parity.lua
-smoke "gram_parity.lua (SMALL=1)" "PASS twin: dropped G row at a dispatch boundary fails" \
-    env SMALL=1 luajit bench/gram_parity.lua
-smoke "tensor_paths.lua (the plain path; no cooperative matrices here)" "plain against the CPU mirror: identical" \
+smoke "tensor_paths.lua (the plain path; no cooperative matrices here)" \
+    $'"coopmat": "not on this device"\n"minima_differ": 0, "argmins_differ": 0, .*"winners_differ": 0\nplain against the CPU mirror: identical' \
     luajit bench/tensor_paths.lua synth:300:64 0:8 9
+# campaign.sh probe: device_parity.lua (quick), the poems' job on a stand-in and its verify, the configurations.
+smoke "campaign.sh probe (SMALL=1; device_parity.lua quick)" \
+    $'^PASS twin: fp16-exact with a shrunk bound is caught\n^0 failed$\nmatch the CPU mirror\n^tiled fp16 2 +divgpu: .*done in\nmeasured L2 size' \
+    bash -c 'SMALL=1 OUT=$0 bash bench/campaign.sh probe && cat "$0/parity.txt"' "$tmp/campaign"
+# gram_campaign.sh seed: gram, direct and the PyTorch peers (CPU) on the seed stand-in, compared.
+smoke "gram_campaign.sh seed (SMALL=1)" \
+    $'"job": "torch_gram64_seed", "rc": 0\n"job": "gram_seed_columns", "rc": 0\ngram_seed vs direct_seed: 64 of 64 sequences identical' \
+    env PATH="$VENV_PATH" SMALL=1 OUT="$tmp/gram_campaign" LOGS="$tmp/gram_campaign/logs" bash bench/gram_campaign.sh seed
+smoke "multi_gpu_campaign.sh sanity (SMALL=1; one device)" \
+    $'small_1dev vs small_2dev: byte-identical\nsmall_1dev vs small_direct_2dev: byte-identical' \
+    env PATH="$VENV_PATH" SMALL=1 OUT="$tmp/multi" LOGS="$tmp/multi/logs" bash bench/multi_gpu_campaign.sh sanity
+# device_call.sh parity: acceptance_campaign.sh's ceilings (peaks.lua) and parity (gram_parity.lua quick,
+# tensor_paths.lua), packed as on the device.
+smoke "device_call.sh -> acceptance_campaign.sh parity (SMALL=1; gram_parity.lua quick)" \
+    $'gram_parity: exit 0, [1-9][0-9]* passed, 0 failed\ntensor_paths: exit 0; .*plain against the CPU mirror: identical\n^campaign exit 0$\nall.tgz' \
+    bash -c 'mkdir -p "$0" && env PATH="$1" SMALL=1 OUT="$0" CAMPAIGN_WORK="$0.work" bash bench/device_call.sh 300 parity >/dev/null && cat "$0/summary.txt" && ls "$0"' \
+    "$tmp/call" "$VENV_PATH"
 mkdir -p "$tmp/nogpu"
 smoke "whole_run_pairs.py" "1 pairs: divgpu/torch_direct" "$PY" bench/whole_run_pairs.py --embeddings "$T" \
     --starts 0:4 --length 10 --pairs 1 --peer-device cpu --out-dir "$tmp/pairs"
