@@ -9,8 +9,8 @@
 
 use mlua::{Lua, Table as LuaTable};
 
-use super::arrays::HostArray;
 use super::boundary::function;
+use super::host_array::LuaHostArray;
 
 use crate::error::Error;
 use crate::table::starts;
@@ -29,14 +29,14 @@ pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
     t.set(
         "read_starts",
         function(lua, |_, (path, n): (String, f64)| {
-            Ok(HostArray::U32(starts::read_file(&path, whole(n, "read_starts", "n")?)?))
+            Ok(LuaHostArray::U32(starts::read_file(&path, whole(n, "read_starts", "n")?)?))
         })?,
     )?;
     t.set(
         "sample_starts",
         function(lua, |_, (n, k, seed): (f64, f64, f64)| {
             let w = |x, what| whole(x, "sample_starts", what);
-            Ok(HostArray::U32(starts::sample(w(n, "n")?, w(k, "k")?, w(seed, "seed")?)?))
+            Ok(LuaHostArray::U32(starts::sample(w(n, "n")?, w(k, "k")?, w(seed, "seed")?)?))
         })?,
     )?;
     Ok(())
