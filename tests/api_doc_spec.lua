@@ -251,7 +251,7 @@ describe("docs/api.md", function()
         assert(plain_find(problems, "divgpu.open: no 'Errors:' line"), problems)
         local no_row = doc_text:gsub("\n| `cp` |[^\n]*", "", 1)
         local _, missing = all_exports(divgpu, fault, no_row)
-        assert(plain_find(table.concat(missing, "\n"), "CheckpointHandle"), table.concat(missing, "\n"))
+        assert(plain_find(table.concat(missing, "\n"), "LuaCheckpoint"), table.concat(missing, "\n"))
     end)
 
     it("every native method and field the source registers exists on a real object", function()
@@ -268,17 +268,17 @@ describe("docs/api.md", function()
         f:write(string.format('{"host": "%s", "pid": 4194305, "started": 0}\n', host))
         f:close()
         local objects = {
-            Context = ctx, LuaBuffer = buf, LuaPipeline = pipeline, LuaRecorder = ctx:recorder(),
+            LuaContext = ctx, LuaBuffer = buf, LuaPipeline = pipeline, LuaRecorder = ctx:recorder(),
             LuaUpload = select(2, ctx:begin_upload(divgpu.array("u32", { 1 }))),
             LuaPending = ctx:begin_buffers{ { 16, "api doc probe (pending)" } },
-            LuaBindGroup = ctx:bind(pipeline, { buf }), Spirv = divgpu.shaders.get("baseline"), Embeddings = emb,
-            HostArray = starts,
-            CheckpointHandle = divgpu.files.checkpoint(dir .. "/out.json", { table = emb, length = 2, starts = starts }),
-            LockHandle = divgpu.files.lock(dir .. "/locked.json"),
-            OutputHandle = divgpu.files.output(dir .. "/written.txt"),
+            LuaBindGroup = ctx:bind(pipeline, { buf }), LuaSpirv = divgpu.shaders.get("baseline"), LuaEmbeddings = emb,
+            LuaHostArray = starts,
+            LuaCheckpoint = divgpu.files.checkpoint(dir .. "/out.json", { table = emb, length = 2, starts = starts }),
+            LuaLock = divgpu.files.lock(dir .. "/locked.json"),
+            LuaOutput = divgpu.files.output(dir .. "/written.txt"),
         }
         assert(divgpu.files.write_cache(dir .. "/v.json", { table = emb, length = 2, sequences = divgpu.mirror(emb, starts, 2) }))
-        objects.VerifierHandle = assert(divgpu.files.verifier(dir .. "/v.json", emb, { sample = 1, seed = 1 }))
+        objects.LuaVerifier = assert(divgpu.files.verifier(dir .. "/v.json", emb, { sample = 1, seed = 1 }))
         local missing = {}
         for native, members in pairs(userdata_members()) do
             local object = objects[native]
@@ -294,9 +294,9 @@ describe("docs/api.md", function()
                 end
             end
         end
-        objects.OutputHandle:abort()
-        objects.LockHandle:release()
-        objects.CheckpointHandle:close()
+        objects.LuaOutput:abort()
+        objects.LuaLock:release()
+        objects.LuaCheckpoint:close()
         os.execute("rm -rf '" .. dir .. "'")
         assert(#missing == 0, table.concat(missing, "\n"))
     end)

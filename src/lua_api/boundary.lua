@@ -9,9 +9,9 @@ local raw, methods, testing = ...
 local error, pcall, tostring, type, pairs = error, pcall, tostring, type, pairs
 
 -- The names errors give each object's methods (docs/api.md's).
-local OBJECTS = { Context = "ctx", LuaBuffer = "buf", LuaPipeline = "pipeline", LuaRecorder = "rec", LuaUpload = "upload",
-                  Spirv = "spirv", Embeddings = "emb", HostArray = "array", CheckpointHandle = "cp",
-                  LockHandle = "lock", OutputHandle = "out", VerifierHandle = "verifier" }
+local OBJECTS = { LuaContext = "ctx", LuaBuffer = "buf", LuaPipeline = "pipeline", LuaRecorder = "rec", LuaUpload = "upload",
+                  LuaSpirv = "spirv", LuaEmbeddings = "emb", LuaHostArray = "array", LuaCheckpoint = "cp",
+                  LuaLock = "lock", LuaOutput = "out", LuaVerifier = "verifier" }
 
 local function one_line(e, name)
     local line = tostring(e):match("^[^\n]*"):gsub("^runtime error: ", "")

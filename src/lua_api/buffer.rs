@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataRef};
 
-use super::arrays::HostArray;
 use super::boundary::{methods_index, Methods};
+use super::host_array::LuaHostArray;
 use crate::error::Error;
 use crate::gpu::buffer::Buffer;
 
@@ -29,19 +29,19 @@ pub fn buffer_list(list: &LuaTable, what: &str) -> mlua::Result<Vec<Arc<Buffer>>
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, TYPE)?;
     // buf:write(array [, byte_offset])
-    m.add(lua, "write", |_, this: &LuaBuffer, (array, offset): (UserDataRef<HostArray>, Option<u64>)| {
+    m.add(lua, "write", |_, this: &LuaBuffer, (array, offset): (UserDataRef<LuaHostArray>, Option<u64>)| {
         Ok(this.0.upload(offset.unwrap_or(0), array.bytes())?)
     })?;
     // buf:read(dtype [, count [, byte_offset]]) -> array
     m.add(lua, "read", |_, this: &LuaBuffer, (dtype, count, offset): (String, Option<u64>, Option<u64>)| {
         let offset = offset.unwrap_or(0);
-        let size = HostArray::new(&dtype, 1)?.bytes().len() as u64;
+        let size = LuaHostArray::new(&dtype, 1)?.bytes().len() as u64;
         let count = count.unwrap_or((this.0.size.saturating_sub(offset)) / size);
         let len = count.checked_mul(size).ok_or_else(|| {
             Error::Usage(format!("read of {count} {dtype} values from buffer '{}': too many bytes", this.0.name))
         })?;
         let bytes = this.0.download(offset, len)?;
-        HostArray::from_bytes(&dtype, &bytes)
+        LuaHostArray::from_bytes(&dtype, &bytes)
     })?;
     // buf:fill(u32) sets every word.
     m.add(lua, "fill", |_, this: &LuaBuffer, word: u32| Ok(this.0.fill(word)?))?;

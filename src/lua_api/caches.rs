@@ -1,16 +1,16 @@
 //! The run's files for Lua (`divgpu.files`): caches of either form read,
 //! written and converted, the checkpoint of a run (`checkpoint.rs` holds its
-//! handle), a cache checked against the mirror (`verify.rs`), the block of
+//! handle), a cache checked against the mirror (`verifier.rs`), the block of
 //! one shard and the merge of a sharded run's parts.
 
 use mlua::{Lua, Table as LuaTable, UserDataRef};
 
-use super::arrays::{HostArray, U32s};
 use super::boundary::function;
-use super::checkpoint::CheckpointHandle;
-use super::embeddings::Embeddings;
-use super::files::LockHandle;
-use super::verify;
+use super::checkpoint::LuaCheckpoint;
+use super::embeddings::LuaEmbeddings;
+use super::host_array::{LuaHostArray, U32s};
+use super::lock::LuaLock;
+use super::verifier;
 use crate::cache::cache_io::Form;
 use crate::cache::{cache_reader, convert};
 use crate::durable::checkpoint::{BatchSink, Checkpoint, StdoutCache};
@@ -28,7 +28,7 @@ fn cache_header(o: &LuaTable, table: &Table, starts: &[u32]) -> mlua::Result<jso
 /// `files.write_cache(path, { contract, table, length, sequences })`: the
 /// starts the header records are the sequences' first items.
 fn write_cache(path: &str, o: &LuaTable) -> mlua::Result<()> {
-    let table: UserDataRef<Embeddings> = o.get("table")?;
+    let table: UserDataRef<LuaEmbeddings> = o.get("table")?;
     let sequences: U32s = o.get("sequences")?;
     let flat = sequences.as_slice("sequences")?;
     let length: usize = o.get("length")?;
@@ -66,8 +66,8 @@ fn form_option(o: &LuaTable) -> mlua::Result<Option<Form>> {
 /// taken (else it is taken here). format: the cache's form, json (default)
 /// or binary. out "-": the cache is streamed to standard output, with no
 /// checkpoint.
-fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
-    let table: UserDataRef<Embeddings> = o.get("table")?;
+fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<LuaCheckpoint> {
+    let table: UserDataRef<LuaEmbeddings> = o.get("table")?;
     let starts: U32s = o.get("starts")?;
     let starts = starts.as_slice("starts")?;
     let header = cache_header(o, &table.0, starts)?;
@@ -77,13 +77,13 @@ fn checkpoint(out: &str, o: &LuaTable) -> mlua::Result<CheckpointHandle> {
     let sink: Box<dyn BatchSink> = if safe_write::is_stream(out) {
         Box::new(StdoutCache::to_stream(out, &header, part, starts, form)?)
     } else {
-        let lock = match o.get::<Option<UserDataRef<LockHandle>>>("lock")? {
+        let lock = match o.get::<Option<UserDataRef<LuaLock>>>("lock")? {
             Some(lock) => Some(lock.take()?),
             None => None,
         };
         Box::new(Checkpoint::open_form(out, lock, &header, part, starts, restart, form)?)
     };
-    Ok(CheckpointHandle::new(sink))
+    Ok(LuaCheckpoint::new(sink))
 }
 
 /// `files.read_cache(path)` -> { header fields..., form, starts = array,
@@ -104,8 +104,8 @@ fn read_cache(lua: &Lua, path: &str) -> mlua::Result<LuaTable> {
     t.set("form", form.name())?;
     t.set("count", flat.len() / h.length.max(1))?;
     let starts: Vec<u32> = flat.iter().step_by(h.length.max(1)).copied().collect();
-    t.set("starts", HostArray::U32(starts))?;
-    t.set("sequences", HostArray::U32(flat))?;
+    t.set("starts", LuaHostArray::U32(starts))?;
+    t.set("sequences", LuaHostArray::U32(flat))?;
     Ok(t)
 }
 
@@ -168,8 +168,8 @@ pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
     t.set("convert", function(lua, |lua, (input, out, o): (String, String, Option<LuaTable>)| convert(lua, &input, &out, o))?)?;
     t.set(
         "verifier",
-        function(lua, |_, (path, table, o): (String, UserDataRef<Embeddings>, Option<LuaTable>)| {
-            verify::open(path, table, o)
+        function(lua, |_, (path, table, o): (String, UserDataRef<LuaEmbeddings>, Option<LuaTable>)| {
+            verifier::open(path, table, o)
         })?,
     )?;
     Ok(())

@@ -1,4 +1,4 @@
-//! `CheckpointHandle`: the checkpoint of `run` (`durable::checkpoint`), or
+//! `LuaCheckpoint` (`cp`): the checkpoint of `run` (`durable::checkpoint`), or
 //! the stream of `run --out -`, for Lua: `cp.done`, `cp.total`, `cp.path`,
 //! `cp.notes` (lines for the user: a stale lock taken over, batches that
 //! failed their check and are recomputed), `cp:append(sequences)`,
@@ -22,8 +22,8 @@ use std::thread::JoinHandle;
 
 use mlua::{Lua, UserData, UserDataFields};
 
-use super::arrays::U32s;
 use super::boundary::{methods_index, Methods};
+use super::host_array::U32s;
 use crate::durable::checkpoint::BatchSink;
 use crate::error::{Error, Result};
 
@@ -54,16 +54,16 @@ struct Known {
     notes: Vec<String>,
 }
 
-pub struct CheckpointHandle(Mutex<Slot>, Mutex<Known>);
+pub struct LuaCheckpoint(Mutex<Slot>, Mutex<Known>);
 
 fn failed(message: &str) -> Error {
     Error::Refused(format!("checkpoint: an earlier commit failed: {message}"))
 }
 
-impl CheckpointHandle {
+impl LuaCheckpoint {
     pub fn new(cp: Checkpoint) -> Self {
         let known = Known { done: cp.done(), total: cp.total(), path: cp.path(), notes: cp.notes() };
-        CheckpointHandle(Mutex::new(Slot::Idle(cp)), Mutex::new(known))
+        LuaCheckpoint(Mutex::new(Slot::Idle(cp)), Mutex::new(known))
     }
 
     /// The figures after every queued commit, or as they were before a
@@ -155,9 +155,9 @@ impl CheckpointHandle {
     }
 }
 
-const TYPE: &str = "CheckpointHandle";
+const TYPE: &str = "LuaCheckpoint";
 
-impl CheckpointHandle {
+impl LuaCheckpoint {
     fn finish(&self) -> Result<()> {
         self.with(|_| Ok(()))?;
         let mut slot = self.lock()?;
@@ -185,15 +185,15 @@ impl CheckpointHandle {
 
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, TYPE)?;
-    m.add(lua, "append", |_, this: &CheckpointHandle, sequences: U32s| {
+    m.add(lua, "append", |_, this: &LuaCheckpoint, sequences: U32s| {
         Ok(this.append(sequences.as_slice("sequences")?.to_vec())?)
     })?;
-    m.add(lua, "finish", |_, this: &CheckpointHandle, ()| Ok(this.finish()?))?;
-    m.add(lua, "close", |_, this: &CheckpointHandle, ()| Ok(this.close()?))?;
+    m.add(lua, "finish", |_, this: &LuaCheckpoint, ()| Ok(this.finish()?))?;
+    m.add(lua, "close", |_, this: &LuaCheckpoint, ()| Ok(this.close()?))?;
     Ok(m)
 }
 
-impl UserData for CheckpointHandle {
+impl UserData for LuaCheckpoint {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("done", |_, this| Ok(this.known().done));
         f.add_field_method_get("total", |_, this| Ok(this.known().total));

@@ -1,6 +1,6 @@
-//! `Context` (`ctx`): an open device for Lua. `ctx.info` describes it;
+//! `LuaContext` (`ctx`): an open device for Lua. `ctx.info` describes it;
 //! `ctx:buffer`, `ctx:upload` (`ctx:begin_upload`), `ctx:pipeline`, `ctx:bind` and `ctx:recorder`
-//! make the objects a job is built of (`buffer.rs`, `pipeline.rs`,
+//! make the objects a job is built of (`buffer.rs`, `pipeline.rs`, `bind_group.rs`,
 //! `ctx:begin_pipeline` and `ctx:begin_buffers` make them on a thread of
 //! their own: `pending.rs`;
 //! `recorder.rs`); `ctx:self_test` runs the arithmetic self-test.
@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, UserDataRef};
 
-use super::arrays::HostArray;
-use super::embeddings::Embeddings;
+use super::bind_group::LuaBindGroup;
 use super::boundary::{methods_index, Methods};
 use super::buffer::{buffer_list, LuaBuffer};
+use super::embeddings::LuaEmbeddings;
+use super::host_array::LuaHostArray;
 use super::pending::{LuaPending, Made, Progress};
-use super::pipeline::{interface_of, LuaBindGroup, LuaPipeline};
+use super::pipeline::{interface_of, LuaPipeline};
 use super::recorder::LuaRecorder;
-use super::shaders::Spirv;
+use super::spirv::LuaSpirv;
 use super::upload::LuaUpload;
 use crate::error::{Error, Result};
 use crate::gpu::adapter::DeviceInfo;
@@ -26,9 +27,9 @@ use crate::gpu::device::Device;
 use crate::gpu::pipeline::{BindGroup, Pipeline};
 use crate::gpu::spirv::Interface;
 
-pub struct Context(pub Arc<Device>);
+pub struct LuaContext(pub Arc<Device>);
 
-const TYPE: &str = "Context";
+const TYPE: &str = "LuaContext";
 
 /// A device's description as a Lua table (`ctx.info`, `divgpu.devices()`).
 pub fn info_table(lua: &Lua, i: &DeviceInfo) -> mlua::Result<LuaTable> {
@@ -105,7 +106,7 @@ struct PipelineRequest {
 }
 
 fn pipeline_request(opts: &LuaTable) -> mlua::Result<PipelineRequest> {
-    let spirv: UserDataRef<Spirv> =
+    let spirv: UserDataRef<LuaSpirv> =
         opts.get("spirv").map_err(|_| Error::Usage("pipeline{}: 'spirv' must be a compiled shader".into()))?;
     let name: Option<String> = opts.get("name")?;
     let mut specialization = Vec::new();
@@ -135,7 +136,7 @@ impl PipelineRequest {
 /// `ctx:begin_buffers{ {bytes, name}, ... }`: device-local buffers allocated
 /// in order on a thread of their own, each in memory of its own (so the
 /// thread never holds the allocator's lock the caller's uploads need).
-fn begin_buffers(ctx: &Context, list: LuaTable) -> mlua::Result<LuaPending> {
+fn begin_buffers(ctx: &LuaContext, list: LuaTable) -> mlua::Result<LuaPending> {
     let mut wanted = Vec::new();
     for i in 1..=list.raw_len() {
         let entry: LuaTable = list
@@ -165,7 +166,7 @@ fn begin_buffers(ctx: &Context, list: LuaTable) -> mlua::Result<LuaPending> {
 /// ctx:upload, ctx:begin_upload and ctx:begin_upload_table.
 fn upload_methods(lua: &Lua, m: &Methods) -> mlua::Result<()> {
     // ctx:upload(array [, name]) -> a device-local buffer holding the array.
-    m.add(lua, "upload", |_, this: &Context, (array, name): (UserDataRef<HostArray>, Option<String>)| {
+    m.add(lua, "upload", |_, this: &LuaContext, (array, name): (UserDataRef<LuaHostArray>, Option<String>)| {
         let bytes = array.bytes();
         let buf = Buffer::storage(&this.0, bytes.len() as u64, name.as_deref().unwrap_or("upload"))?;
         buf.upload(0, bytes)?;
@@ -175,7 +176,7 @@ fn upload_methods(lua: &Lua, m: &Methods) -> mlua::Result<()> {
     // not waited for; the buffer holds the array once upload:done() is true
     // or upload:wait() has returned (later submissions on this context are
     // ordered after it).
-    m.add(lua, "begin_upload", |_, this: &Context, (array, name): (UserDataRef<HostArray>, Option<String>)| {
+    m.add(lua, "begin_upload", |_, this: &LuaContext, (array, name): (UserDataRef<LuaHostArray>, Option<String>)| {
         let bytes = array.bytes();
         let buf = Buffer::storage(&this.0, bytes.len() as u64, name.as_deref().unwrap_or("upload"))?;
         let pending = buf.begin_upload(0, bytes)?;
@@ -185,7 +186,7 @@ fn upload_methods(lua: &Lua, m: &Methods) -> mlua::Result<()> {
     // begin_upload, for the table by "rows" (as stored) or by "columns"
     // (D x N), written straight into the staging memory on every core: no
     // copy of the table first (1.6 GB at 1,048,576 x 384).
-    m.add(lua, "begin_upload_table", |_, this: &Context, (e, layout, name): (UserDataRef<Embeddings>, String, Option<String>)| {
+    m.add(lua, "begin_upload_table", |_, this: &LuaContext, (e, layout, name): (UserDataRef<LuaEmbeddings>, String, Option<String>)| {
         begin_upload_table(this, &e, &layout, name.as_deref())
     })?;
     Ok(())
@@ -196,7 +197,7 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     // ctx:buffer(bytes [, name [, "device" | "host"]]) -> an uninitialised
     // storage buffer; "host" puts it in host-visible memory, read back
     // through its mapping (for results read after every submission).
-    m.add(lua, "buffer", |_, this: &Context, (size, name, memory): (u64, Option<String>, Option<String>)| {
+    m.add(lua, "buffer", |_, this: &LuaContext, (size, name, memory): (u64, Option<String>, Option<String>)| {
         let name = name.as_deref().unwrap_or("buffer");
         let buffer = match memory.as_deref() {
             None | Some("device") => Buffer::storage(&this.0, size, name)?,
@@ -208,13 +209,13 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         Ok(LuaBuffer(buffer))
     })?;
     upload_methods(lua, &m)?;
-    m.add(lua, "pipeline", |_, this: &Context, opts: LuaTable| {
+    m.add(lua, "pipeline", |_, this: &LuaContext, opts: LuaTable| {
         Ok(LuaPipeline(pipeline_request(&opts)?.make(&this.0)?))
     })?;
     // ctx:begin_pipeline{...} -> pending: ctx:pipeline's, made on a thread of
     // its own (the driver's compile overlaps the caller's work);
     // pending:wait() gives the pipeline.
-    m.add(lua, "begin_pipeline", |_, this: &Context, opts: LuaTable| {
+    m.add(lua, "begin_pipeline", |_, this: &LuaContext, opts: LuaTable| {
         let request = pipeline_request(&opts)?;
         let device = this.0.clone();
         let what = format!("pipeline '{}'", request.name);
@@ -223,14 +224,14 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     // ctx:begin_buffers{ {bytes, name}, ... } -> pending: device-local
     // buffers allocated on a thread of their own; pending:wait() gives the
     // list.
-    m.add(lua, "begin_buffers", |_, this: &Context, list: LuaTable| begin_buffers(this, list))?;
+    m.add(lua, "begin_buffers", |_, this: &LuaContext, list: LuaTable| begin_buffers(this, list))?;
     // ctx:bind(pipeline, { buffer, ... } [, { referenced, ... }]) -> a bind
     // group, buffers in binding order; `referenced` buffers are those the
     // shader reaches by device address, kept alive with the group.
     m.add(
         lua,
         "bind",
-        |_, this: &Context, (pipeline, list, referenced): (UserDataRef<LuaPipeline>, LuaTable, Option<LuaTable>)| {
+        |_, this: &LuaContext, (pipeline, list, referenced): (UserDataRef<LuaPipeline>, LuaTable, Option<LuaTable>)| {
             this.0.check_same(&pipeline.0.device, &format!("pipeline '{}'", pipeline.0.name))?;
             let buffers = buffer_list(&list, "bind()")?;
             let referenced = match referenced {
@@ -240,19 +241,19 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
             Ok(LuaBindGroup(BindGroup::new(&pipeline.0, buffers, referenced)?))
         },
     )?;
-    m.add(lua, "recorder", |_, this: &Context, ()| Ok(LuaRecorder(Recorder::new(&this.0)?)))?;
+    m.add(lua, "recorder", |_, this: &LuaContext, ()| Ok(LuaRecorder(Recorder::new(&this.0)?)))?;
     // ctx:self_test() -> "hardware" | "emulated", "kept" | "flushed": how the
     // contract's fma is computed on this device, and whether its subnormal
     // cases kept f32 denormals; nil, why if the device cannot meet the contract.
-    m.add(lua, "self_test", |_, this: &Context, ()| {
+    m.add(lua, "self_test", |_, this: &LuaContext, ()| {
         let t = crate::gpu::selftest::run(&this.0)?;
         Ok((t.fma.name(), if t.denormals_kept { "kept" } else { "flushed" }))
     })?;
-    m.add(lua, "validation_messages", |_, this: &Context, ()| Ok(this.0.validation_messages()))?;
+    m.add(lua, "validation_messages", |_, this: &LuaContext, ()| Ok(this.0.validation_messages()))?;
     Ok(m)
 }
 
-impl UserData for Context {
+impl UserData for LuaContext {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("info", |lua, this| info_table(lua, &this.0.info));
         // The limit of every fence wait, in seconds (divgpu.open{timeout=}).
@@ -269,7 +270,7 @@ impl UserData for Context {
 
 /// ctx:begin_upload_table's body: the table by rows or columns, written
 /// straight into the staging buffer.
-fn begin_upload_table(this: &Context, e: &Embeddings, layout: &str, name: Option<&str>) -> mlua::Result<(LuaBuffer, LuaUpload)> {
+fn begin_upload_table(this: &LuaContext, e: &LuaEmbeddings, layout: &str, name: Option<&str>) -> mlua::Result<(LuaBuffer, LuaUpload)> {
     let t = &e.0;
     let columns = match layout {
         "rows" => false,

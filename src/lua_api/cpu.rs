@@ -10,9 +10,9 @@ use std::sync::{Arc, Weak};
 
 use mlua::{Function, Lua, Table as LuaTable, UserDataRef};
 
-use super::arrays::{HostArray, U32s};
 use super::boundary::function;
-use super::embeddings::Embeddings;
+use super::embeddings::LuaEmbeddings;
+use super::host_array::{LuaHostArray, U32s};
 use crate::contract::table::Table;
 use crate::cpu::{rate, Job, Plan, Prepared};
 use crate::error::Error;
@@ -44,7 +44,7 @@ fn plan_named(name: Option<String>) -> mlua::Result<Option<Plan>> {
 }
 
 /// The kept state when it fits the table and the options; else a new one.
-fn prepared(e: &Embeddings, asked: Option<Plan>, scale: f64, job_steps: u64, threads: Option<usize>) -> mlua::Result<Arc<Prepared>> {
+fn prepared(e: &LuaEmbeddings, asked: Option<Plan>, scale: f64, job_steps: u64, threads: Option<usize>) -> mlua::Result<Arc<Prepared>> {
     let hit = KEPT.with_borrow(|k| {
         k.as_ref()
             .filter(|k| k.asked == asked && k.scale == scale && k.table.upgrade().is_some_and(|t| Arc::ptr_eq(&t, &e.0)))
@@ -67,8 +67,8 @@ fn prepared(e: &Embeddings, asked: Option<Plan>, scale: f64, job_steps: u64, thr
 /// resumes every sequence after its first `from` items; `on_progress(done,
 /// total)` is called after every chunk of `chunk` sequences; `bound_scale`
 /// and `instrument` are test hooks (gram.md's instrumented ratio test).
-fn run(lua: &Lua, o: LuaTable) -> mlua::Result<(HostArray, LuaTable)> {
-    let e: UserDataRef<Embeddings> = o.get("embeddings").map_err(|_| usage("embeddings is required".into()))?;
+fn run(lua: &Lua, o: LuaTable) -> mlua::Result<(LuaHostArray, LuaTable)> {
+    let e: UserDataRef<LuaEmbeddings> = o.get("embeddings").map_err(|_| usage("embeddings is required".into()))?;
     let starts: U32s = o.get("starts").map_err(|_| usage("starts is required (a list or a u32 array)".into()))?;
     let starts = starts.as_slice("starts")?;
     let length: usize = o.get("length").map_err(|_| usage("length is required".into()))?;
@@ -111,7 +111,7 @@ fn run(lua: &Lua, o: LuaTable) -> mlua::Result<(HostArray, LuaTable)> {
     info.set("singles", counts.singles)?;
     info.set("rescored", counts.rescored)?;
     info.set("worst_ratio", counts.worst_ratio)?;
-    Ok((HostArray::U32(winners), info))
+    Ok((LuaHostArray::U32(winners), info))
 }
 
 fn rates_table(lua: &Lua, r: &rate::Rates) -> mlua::Result<LuaTable> {

@@ -3,7 +3,7 @@
 use mlua::{Lua, Table as LuaTable, Value};
 
 use super::boundary::function;
-use super::context::{info_table, Context};
+use super::context::{info_table, LuaContext};
 use crate::error::Error;
 use crate::gpu::adapter::{self, DeviceSelector};
 use crate::gpu::device::{timeout_from_env, timeout_from_seconds, Device};
@@ -33,7 +33,7 @@ fn validation_wanted(opt: Option<bool>) -> bool {
 /// `divgpu.open{ device, validation, echo_validation, timeout, denormals }`.
 /// `denormals = "flush"` (or DIVGPU_DENORMALS=flush) makes the shaders flush
 /// f32 denormals, imitating a device like the H200: for tests.
-fn open(opts: Option<LuaTable>) -> mlua::Result<Context> {
+fn open(opts: Option<LuaTable>) -> mlua::Result<LuaContext> {
     let (device, validation, echo, timeout, denormals) = match opts {
         Some(o) => (
             o.get::<Value>("device")?,
@@ -59,7 +59,7 @@ fn open(opts: Option<LuaTable>) -> mlua::Result<Context> {
         Some(other) => return Err(Error::Usage(format!("denormals must be 'device' or 'flush', not '{other}'")).into()),
     };
     let device = Device::open(&selector(device)?, validation_wanted(validation), echo.unwrap_or(true), timeout, force_flush)?;
-    Ok(Context(device))
+    Ok(LuaContext(device))
 }
 
 pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {

@@ -1,4 +1,4 @@
-//! `Embeddings` (`emb`): a validated table (N, D, f32 rows, inv_norm,
+//! `LuaEmbeddings` (`emb`): a validated table (N, D, f32 rows, inv_norm,
 //! sha256) in native memory, and the functions that make one: load it from
 //! a file, read its fp16 copy, or synthesize one.
 
@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataMethods, Value};
 
-use super::arrays::{transpose, HostArray, U32s};
 use super::boundary::{function, methods_index, Methods};
+use super::host_array::{transpose, LuaHostArray, U32s};
 use crate::contract::{fp16, gram, table::Table};
 use crate::error::Error;
 use crate::table::{fp16_file, synth, table_file};
@@ -16,11 +16,11 @@ use crate::table::{fp16_file, synth, table_file};
 /// tensor certificates and the tensor filter's slices each need them, and a
 /// job made by auto asks for them up to three times (a million rows of 384
 /// take 0.2-0.4 s on 2 cores).
-pub struct Embeddings(pub Arc<Table>, OnceLock<Vec<f64>>);
+pub struct LuaEmbeddings(pub Arc<Table>, OnceLock<Vec<f64>>);
 
-impl Embeddings {
+impl LuaEmbeddings {
     pub fn new(t: Table) -> Self {
-        Embeddings(Arc::new(t), OnceLock::new())
+        LuaEmbeddings(Arc::new(t), OnceLock::new())
     }
 
     /// `gram::row_norm_bounds` of the table, computed on the first call.
@@ -29,7 +29,7 @@ impl Embeddings {
     }
 }
 
-const TYPE: &str = "Embeddings";
+const TYPE: &str = "LuaEmbeddings";
 
 /// `true`, or `nil, why`: a certificate's answer.
 fn answer(r: Result<(), String>) -> (Option<bool>, Option<String>) {
@@ -41,31 +41,31 @@ fn answer(r: Result<(), String>) -> (Option<bool>, Option<String>) {
 
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, TYPE)?;
-    m.add(lua, "values", |_, this: &Embeddings, ()| Ok(HostArray::F32(this.0.data.clone())))?;
+    m.add(lua, "values", |_, this: &LuaEmbeddings, ()| Ok(LuaHostArray::F32(this.0.data.clone())))?;
     // By columns straight from the table: `values():transposed(n, dim)`
     // without the row-major copy in between (1.5 GB at 1,048,576 x 384).
-    m.add(lua, "columns", |_, this: &Embeddings, ()| {
-        Ok(HostArray::F32(transpose(&this.0.data, this.0.n, this.0.dim)))
+    m.add(lua, "columns", |_, this: &LuaEmbeddings, ()| {
+        Ok(LuaHostArray::F32(transpose(&this.0.data, this.0.n, this.0.dim)))
     })?;
     // Rows first .. first + count - 1 (item indices from 0), row-major: one
     // block of a table kept in blocks, without a copy of the whole table.
-    m.add(lua, "rows", |_, this: &Embeddings, (first, count): (usize, usize)| {
+    m.add(lua, "rows", |_, this: &LuaEmbeddings, (first, count): (usize, usize)| {
         let t = &this.0;
         match first.checked_add(count) {
-            Some(end) if end <= t.n => Ok(HostArray::F32(t.data[first * t.dim..end * t.dim].to_vec())),
+            Some(end) if end <= t.n => Ok(LuaHostArray::F32(t.data[first * t.dim..end * t.dim].to_vec())),
             _ => Err(Error::Usage(format!("rows({first}, {count}): the table has {} items", t.n)).into()),
         }
     })?;
-    m.add(lua, "inv_norms", |_, this: &Embeddings, ()| Ok(HostArray::F32(this.0.inv_norm.clone())))?;
-    m.add(lua, "to_fp16", |_, this: &Embeddings, ()| Ok(HostArray::U16(fp16::to_fp16(&this.0)?)))?;
+    m.add(lua, "inv_norms", |_, this: &LuaEmbeddings, ()| Ok(LuaHostArray::F32(this.0.inv_norm.clone())))?;
+    m.add(lua, "to_fp16", |_, this: &LuaEmbeddings, ()| Ok(LuaHostArray::U16(fp16::to_fp16(&this.0)?)))?;
     // The table E' = (f32)E16 that the `fp16` contract runs on.
-    m.add(lua, "fp16_rounded", |_, this: &Embeddings, ()| {
+    m.add(lua, "fp16_rounded", |_, this: &LuaEmbeddings, ()| {
         let halves = fp16::to_fp16(&this.0)?;
         let t = fp16::widen(&this.0.path, this.0.n, this.0.dim, &halves, this.0.sha256.clone())?;
-        Ok(Embeddings::new(t))
+        Ok(LuaEmbeddings::new(t))
     })?;
     // Rows of `starts` widened to f64: the initial centroid sums of a batch.
-    m.add(lua, "gather_f64", |_, this: &Embeddings, starts: U32s| {
+    m.add(lua, "gather_f64", |_, this: &LuaEmbeddings, starts: U32s| {
         let t = &this.0;
         let starts = starts.as_slice("starts")?;
         let mut out = Vec::with_capacity(starts.len() * t.dim);
@@ -75,11 +75,11 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
             }
             out.extend(t.row(s as usize).iter().map(|&x| x as f64));
         }
-        Ok(HostArray::F64(out))
+        Ok(LuaHostArray::F64(out))
     })?;
     // The rows of `starts` as f32 columns ([D][#starts]): the GEMM shape's
     // first centroids (each the start's row exactly), without a copy of the table.
-    m.add(lua, "gather_columns", |_, this: &Embeddings, starts: U32s| {
+    m.add(lua, "gather_columns", |_, this: &LuaEmbeddings, starts: U32s| {
         let t = &this.0;
         let starts = starts.as_slice("starts")?;
         let count = starts.len();
@@ -92,26 +92,26 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
                 out[d * count + i] = x;
             }
         }
-        Ok(HostArray::F32(out))
+        Ok(LuaHostArray::F32(out))
     })?;
     // Upper bounds on every row's 2-norm (f64), for the Gram filter's bound.
-    m.add(lua, "norm_bounds", |_, this: &Embeddings, ()| Ok(HostArray::F64(this.norm_bounds().to_vec())))?;
+    m.add(lua, "norm_bounds", |_, this: &LuaEmbeddings, ()| Ok(LuaHostArray::F64(this.norm_bounds().to_vec())))?;
     // true, or nil and why the Gram method cannot certify this table.
-    m.add(lua, "gram_admissible", |_, this: &Embeddings, ()| {
+    m.add(lua, "gram_admissible", |_, this: &LuaEmbeddings, ()| {
         Ok(answer(gram::check_admissible(&this.0, this.norm_bounds())))
     })?;
     // true, or nil and why: no f32 value of the contract's chain can be
     // subnormal (contract/subnormal.rs)
-    m.add(lua, "subnormal_certificate", |_, this: &Embeddings, ()| Ok(answer(crate::contract::subnormal::check(&this.0))))?;
-    m.add(lua, "title", |_, this: &Embeddings, i: usize| Ok(this.0.titles.as_ref().and_then(|t| t.get(i).cloned())))?;
-    m.add(lua, "id", |_, this: &Embeddings, i: usize| Ok(this.0.ids.as_ref().and_then(|t| t.get(i).cloned())))?;
-    m.add(lua, "write_json", |_, this: &Embeddings, path: String| Ok(this.0.write_json(&path)?))?;
+    m.add(lua, "subnormal_certificate", |_, this: &LuaEmbeddings, ()| Ok(answer(crate::contract::subnormal::check(&this.0))))?;
+    m.add(lua, "title", |_, this: &LuaEmbeddings, i: usize| Ok(this.0.titles.as_ref().and_then(|t| t.get(i).cloned())))?;
+    m.add(lua, "id", |_, this: &LuaEmbeddings, i: usize| Ok(this.0.ids.as_ref().and_then(|t| t.get(i).cloned())))?;
+    m.add(lua, "write_json", |_, this: &LuaEmbeddings, path: String| Ok(this.0.write_json(&path)?))?;
     // e:write(path): .npy (and its titles sidecar) or .json, by the name.
-    m.add(lua, "write", |_, this: &Embeddings, path: String| Ok(table_file::write(&this.0, &path)?))?;
+    m.add(lua, "write", |_, this: &LuaEmbeddings, path: String| Ok(table_file::write(&this.0, &path)?))?;
     Ok(m)
 }
 
-impl UserData for Embeddings {
+impl UserData for LuaEmbeddings {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("n", |_, this| Ok(this.0.n));
         f.add_field_method_get("dim", |_, this| Ok(this.0.dim));
@@ -145,7 +145,7 @@ fn whole_number(o: &LuaTable, key: &str, default: Option<u64>) -> mlua::Result<u
 /// `divgpu.synth{ n, dim, clusters = 16, seed = 1, noise = 0.5 }`. Sizes are
 /// checked here, and the memory they need reserved once, so that a huge
 /// request is an error, never an abort (synth allocates plainly).
-fn synthesize(o: LuaTable) -> mlua::Result<Embeddings> {
+fn synthesize(o: LuaTable) -> mlua::Result<LuaEmbeddings> {
     let n = whole_number(&o, "n", None)?;
     let dim = whole_number(&o, "dim", None)?;
     let clusters = whole_number(&o, "clusters", Some(16))?.max(1);
@@ -170,14 +170,14 @@ fn synthesize(o: LuaTable) -> mlua::Result<Embeddings> {
         kind: "host",
     })?;
     drop(probe);
-    Ok(Embeddings::new(synth::clustered(n, dim, clusters, seed, noise)?))
+    Ok(LuaEmbeddings::new(synth::clustered(n, dim, clusters, seed, noise)?))
 }
 
 pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
     // divgpu.load_embeddings(path) -> the table of an embeddings.json or .npy
-    m.set("load_embeddings", function(lua, |_, path: String| Ok(Embeddings::new(table_file::load(&path)?)))?)?;
+    m.set("load_embeddings", function(lua, |_, path: String| Ok(LuaEmbeddings::new(table_file::load(&path)?)))?)?;
     // divgpu.load_fp16(json_path) -> the table E' = (f32)E16 from the .bin next to it
-    m.set("load_fp16", function(lua, |_, path: String| Ok(Embeddings::new(fp16_file::load(&path)?)))?)?;
+    m.set("load_fp16", function(lua, |_, path: String| Ok(LuaEmbeddings::new(fp16_file::load(&path)?)))?)?;
     // divgpu.convert_fp16(json_path) -> bin_path, meta_path
     m.set("convert_fp16", function(lua, |_, path: String| Ok(fp16_file::convert(&path)?))?)?;
     m.set("synth", function(lua, |_, o: LuaTable| synthesize(o))?)?;

@@ -6,10 +6,10 @@
 
 use mlua::{AnyUserData, Lua, Table as LuaTable, UserDataRef, UserDataRefMut, Value};
 
-use super::arrays::{HostArray, U32s};
 use super::boundary::function;
 use super::buffer::LuaBuffer;
-use super::embeddings::Embeddings;
+use super::embeddings::LuaEmbeddings;
+use super::host_array::{LuaHostArray, U32s};
 use crate::contract::{gram, mirror};
 use crate::error::Error;
 
@@ -39,11 +39,11 @@ fn first_difference(lua: &Lua, a: &[u32], b: &[u32], length: usize) -> mlua::Res
 
 /// `divgpu.jobs.initial_masks(starts, n)` -> u32 array [#starts][ceil(n/32)]
 /// with each start's bit set.
-fn initial_masks(starts: &[u32], n: usize) -> mlua::Result<HostArray> {
+fn initial_masks(starts: &[u32], n: usize) -> mlua::Result<LuaHostArray> {
     let words = n.div_ceil(32);
     // Fallible: n comes from Lua, and vec! would abort the process.
     let total = starts.len().checked_mul(words).unwrap_or(usize::MAX);
-    let mut masks = HostArray::new("u32", total)?;
+    let mut masks = LuaHostArray::new("u32", total)?;
     let bits = masks.as_u32_mut("masks")?;
     for (i, &s) in starts.iter().enumerate() {
         if s as usize >= n {
@@ -54,7 +54,7 @@ fn initial_masks(starts: &[u32], n: usize) -> mlua::Result<HostArray> {
     Ok(masks)
 }
 
-type WinnersArgs = (UserDataRefMut<HostArray>, AnyUserData, usize, usize, usize, usize, usize, usize);
+type WinnersArgs = (UserDataRefMut<LuaHostArray>, AnyUserData, usize, usize, usize, usize, usize, usize);
 
 /// `divgpu.jobs.store_winners(result, ring, first_row, rows, ring_size,
 /// first_step, steps, length)` copies steps [first_step, first_step + steps)
@@ -69,7 +69,7 @@ fn store_winners((mut result, ring, first_row, rows, ring_size, first_step, step
     let fits = |a: Option<usize>, limit: usize| a.is_some_and(|a| a <= limit);
     let ring_words = match ring.borrow::<LuaBuffer>() {
         Ok(buffer) => (buffer.0.size / 4) as usize,
-        Err(_) => ring.borrow::<HostArray>()?.as_u32("ring")?.len(),
+        Err(_) => ring.borrow::<LuaHostArray>()?.as_u32("ring")?.len(),
     };
     if steps > ring_size
         || !fits(first_step.checked_add(steps), length)
@@ -94,7 +94,7 @@ fn store_winners((mut result, ring, first_row, rows, ring_size, first_step, step
         }
         return Ok(());
     }
-    let ring = ring.borrow::<HostArray>()?;
+    let ring = ring.borrow::<LuaHostArray>()?;
     let ring = ring.as_u32("ring")?;
     for r in 0..rows {
         let row = &mut result[(first_row + r) * length + first_step..][..steps];
@@ -109,8 +109,8 @@ pub fn register(lua: &Lua, m: &LuaTable) -> mlua::Result<()> {
     // divgpu.mirror(embeddings, starts, length) -> u32 array [#starts][length]
     m.set(
         "mirror",
-        function(lua, |_, (table, starts, length): (UserDataRef<Embeddings>, U32s, usize)| {
-            Ok(HostArray::U32(mirror::run(&table.0, starts.as_slice("starts")?, length)?))
+        function(lua, |_, (table, starts, length): (UserDataRef<LuaEmbeddings>, U32s, usize)| {
+            Ok(LuaHostArray::U32(mirror::run(&table.0, starts.as_slice("starts")?, length)?))
         })?,
     )?;
     m.set(
@@ -126,7 +126,7 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
     let t = lua.create_table()?;
     t.set(
         "check_job",
-        function(lua, |_, (table, starts, length): (UserDataRef<Embeddings>, U32s, usize)| {
+        function(lua, |_, (table, starts, length): (UserDataRef<LuaEmbeddings>, U32s, usize)| {
             Ok(mirror::check_job(&table.0, starts.as_slice("starts")?, length)?)
         })?,
     )?;
@@ -138,9 +138,9 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
     // jobs.gram_factors(e) -> f64 array { P, Imax } (shaders/gram.md, section 4)
     t.set(
         "gram_factors",
-        function(lua, |_, e: UserDataRef<Embeddings>| {
+        function(lua, |_, e: UserDataRef<LuaEmbeddings>| {
             let (p, imax) = gram::bound_factors(&e.0, e.norm_bounds());
-            Ok(HostArray::F64(vec![p, imax]))
+            Ok(LuaHostArray::F64(vec![p, imax]))
         })?,
     )?;
     Ok(t)
@@ -149,11 +149,11 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
 /// testing.scaled_gram_rows(e, first, count) -> f32 array [count][N]: rows of
 /// G' = G diag(inv_norm) as gram_build.comp computes them.
 pub fn scaled_gram_rows(lua: &Lua) -> mlua::Result<mlua::Function> {
-    function(lua, |_, (e, first, count): (UserDataRef<Embeddings>, usize, usize)| {
+    function(lua, |_, (e, first, count): (UserDataRef<LuaEmbeddings>, usize, usize)| {
         let t = &e.0;
         if first.checked_add(count).is_none_or(|end| end > t.n) {
             return Err(Error::Usage(format!("scaled_gram_rows: rows {first}..{first}+{count} of {}", t.n)).into());
         }
-        Ok(HostArray::F32(gram::scaled_gram_rows(t, first, count)))
+        Ok(LuaHostArray::F32(gram::scaled_gram_rows(t, first, count)))
     })
 }

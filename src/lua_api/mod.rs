@@ -1,12 +1,14 @@
 //! The `divgpu` Lua module: the mlua boundary, one file per userdata type
-//! or concern. The public table holds the everyday calls (devices, open,
-//! tables, arrays, the mirror) and one sub-table per concern (`shaders`,
+//! or concern; every userdata type is named `Lua<What>`, in the file named
+//! for it (`LuaContext` in `context.rs`, `LuaHostArray` in `host_array.rs`).
+//! The public table holds the everyday calls (devices, open, tables,
+//! arrays, the mirror) and one sub-table per concern (`shaders`,
 //! `files`, `jobs`, `clock`, `process`, `plot`); the test hooks are
 //! `require "divgpu.testing"`. Every function and method follows one error
 //! rule (`boundary.rs`): misuse raises one line at the caller's position,
 //! an expected failure returns `nil, message`.
 
-mod arrays;
+mod bind_group;
 mod boundary;
 mod buffer;
 mod caches;
@@ -16,18 +18,22 @@ mod cpu;
 mod devices;
 mod embeddings;
 mod files;
+mod host_array;
 mod jobs;
+mod lock;
+mod output;
 mod pending;
 mod pipeline;
 mod plot;
 mod process;
 mod recorder;
 mod shaders;
+mod spirv;
 mod starts;
 mod tensor;
 mod testing;
 mod upload;
-mod verify;
+mod verifier;
 
 use mlua::{Function, Lua, Table as LuaTable};
 
@@ -37,19 +43,19 @@ use self::boundary::{registry_key, Methods};
 /// under, and what makes them.
 type MethodsOf = fn(&Lua) -> mlua::Result<Methods>;
 const TYPES: [(&str, MethodsOf); 13] = [
-    ("Context", context::methods),
+    ("LuaContext", context::methods),
     ("LuaBuffer", buffer::methods),
     ("LuaPipeline", pipeline::methods),
     ("LuaRecorder", recorder::methods),
     ("LuaUpload", upload::methods),
     ("LuaPending", pending::methods),
-    ("Spirv", shaders::methods),
-    ("Embeddings", embeddings::methods),
-    ("HostArray", arrays::methods),
-    ("CheckpointHandle", checkpoint::methods),
-    ("LockHandle", files::lock_methods),
-    ("OutputHandle", files::output_methods),
-    ("VerifierHandle", verify::methods),
+    ("LuaSpirv", spirv::methods),
+    ("LuaEmbeddings", embeddings::methods),
+    ("LuaHostArray", host_array::methods),
+    ("LuaCheckpoint", checkpoint::methods),
+    ("LuaLock", lock::methods),
+    ("LuaOutput", output::methods),
+    ("LuaVerifier", verifier::methods),
 ];
 
 const TYPE_NAMES: [&str; TYPES.len()] = {
@@ -78,7 +84,7 @@ fn build(lua: &Lua) -> mlua::Result<(LuaTable, LuaTable)> {
     raw.set("version", env!("CARGO_PKG_VERSION"))?;
     devices::register(lua, &raw)?;
     embeddings::register(lua, &raw)?;
-    arrays::register(lua, &raw)?;
+    host_array::register(lua, &raw)?;
     jobs::register(lua, &raw)?;
     raw.set("shaders", shaders::table(lua)?)?;
     let file_table = files::table(lua)?;

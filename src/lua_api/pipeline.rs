@@ -1,17 +1,16 @@
 //! `LuaPipeline` (`pipeline`): a compute pipeline, made by `ctx:pipeline`
-//! and checked there against a kernel descriptor's interface; and
-//! `LuaBindGroup` (`group`): the buffers of one dispatch (no methods).
+//! and checked there against a kernel descriptor's interface (its buffers
+//! of a dispatch: `LuaBindGroup`, `bind_group.rs`).
 
 use std::sync::Arc;
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields};
 
 use super::boundary::{methods_index, Methods};
-use crate::gpu::pipeline::{BindGroup, Pipeline};
+use crate::gpu::pipeline::Pipeline;
 use crate::gpu::spirv::Interface;
 
 pub struct LuaPipeline(pub Arc<Pipeline>);
-pub struct LuaBindGroup(pub Arc<BindGroup>);
 
 const TYPE: &str = "LuaPipeline";
 
@@ -58,5 +57,3 @@ impl UserData for LuaPipeline {
         methods_index(f, TYPE);
     }
 }
-
-impl UserData for LuaBindGroup {}

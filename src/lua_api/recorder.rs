@@ -3,10 +3,10 @@
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataRef, Value};
 
+use super::bind_group::LuaBindGroup;
 use super::boundary::{methods_index, Methods};
-use super::arrays::HostArray;
 use super::buffer::LuaBuffer;
-use super::pipeline::LuaBindGroup;
+use super::host_array::LuaHostArray;
 use crate::error::Error;
 use crate::gpu::commands::Recorder;
 
@@ -65,7 +65,7 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     })?;
     // rec:update(buf, array [, byte_offset]): the array's bytes written into
     // a device-local buffer by the command stream (vkCmdUpdateBuffer).
-    m.add_mut(lua, "update", |_, this: &mut LuaRecorder, (dst, array, offset): (UserDataRef<LuaBuffer>, UserDataRef<HostArray>, Option<u64>)| {
+    m.add_mut(lua, "update", |_, this: &mut LuaRecorder, (dst, array, offset): (UserDataRef<LuaBuffer>, UserDataRef<LuaHostArray>, Option<u64>)| {
         Ok(this.0.update(&dst.0, offset.unwrap_or(0), array.bytes())?)
     })?;
     m.add_mut(lua, "submit", |_, this: &mut LuaRecorder, ()| Ok(this.0.submit()?))?;

@@ -1,24 +1,15 @@
 //! `divgpu.shaders`: the shipped kernels and their variants (compiled by
 //! `build.rs`, their axes from `shaders/NAME.axes.json`), their sources and
-//! includes, and GLSL compiled at run time; `Spirv` (`spirv`), a compiled
-//! shader, as Lua sees it.
+//! includes, and GLSL compiled at run time, each as a `LuaSpirv` (`spirv.rs`).
 
 use std::path::PathBuf;
 
-use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, Value};
+use mlua::{Lua, Table as LuaTable, Value};
 
-use super::arrays::HostArray;
-use super::boundary::{function, methods_index, Methods};
+use super::boundary::function;
+use super::spirv::LuaSpirv;
 use crate::error::Error;
 use crate::shaders;
-
-/// SPIR-V words, shipped or compiled at run time.
-pub struct Spirv {
-    pub name: String,
-    pub words: Vec<u32>,
-}
-
-const TYPE: &str = "Spirv";
 
 /// `{ name, defines = { K = V }, include_dirs = { ... } }` of `shaders.compile`.
 fn compile_options(opts: Option<LuaTable>) -> mlua::Result<(String, Vec<(String, Option<String>)>, Vec<PathBuf>)> {
@@ -69,7 +60,7 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
         "get",
         function(lua, |_, name: String| {
             let shader = shaders::shipped(&name)?;
-            Ok(Spirv { name, words: shader.spirv.to_vec() })
+            Ok(LuaSpirv { name, words: shader.spirv.to_vec() })
         })?,
     )?;
     t.set("names", function(lua, |_, ()| Ok(shaders::shipped_names()))?)?;
@@ -96,7 +87,7 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
             let (name, defines, include_dirs) = compile_options(opts)?;
             let request = shaders::CompileRequest { name: &name, source: &source, defines, include_dirs };
             let words = shaders::compile(&request)?;
-            Ok(Spirv { name, words })
+            Ok(LuaSpirv { name, words })
         })?,
     )?;
     // shaders.kernels() -> every kernel this build compiled (shaders/NAME.comp);
@@ -123,33 +114,4 @@ pub fn table(lua: &Lua) -> mlua::Result<LuaTable> {
         })?,
     )?;
     Ok(t)
-}
-
-pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
-    let m = Methods::new(lua, TYPE)?;
-    m.add(lua, "push_size", |_, this: &Spirv, ()| {
-        let r = crate::gpu::spirv::reflect(&this.words).map_err(Error::Shader)?;
-        Ok(r.push_constant_size)
-    })?;
-    // spirv:check(descriptor) -> true, or false, why: the kernel descriptor's
-    // interface against this SPIR-V, as ctx:pipeline checks it, without a
-    // device (so a kernel lavapipe cannot run is checked too).
-    m.add(lua, "check", |_, this: &Spirv, d: LuaTable| {
-        let r = crate::gpu::spirv::reflect(&this.words).map_err(Error::Shader)?;
-        Ok(match r.check(&super::pipeline::interface_of(&d)?) {
-            Ok(()) => (true, None),
-            Err(why) => (false, Some(why)),
-        })
-    })?;
-    // The SPIR-V as a u32 array, for inspection (e.g. looking for half arithmetic).
-    m.add(lua, "to_array", |_, this: &Spirv, ()| Ok(HostArray::U32(this.words.clone())))?;
-    Ok(m)
-}
-
-impl UserData for Spirv {
-    fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
-        f.add_field_method_get("name", |_, this| Ok(this.name.clone()));
-        f.add_field_method_get("words", |_, this| Ok(this.words.len()));
-        methods_index(f, TYPE);
-    }
 }

@@ -1,42 +1,52 @@
-//! Starts from a file or a seeded sample (`table::starts`), in `divgpu.files`:
+//! `divgpu.files.parse_starts(spec [, n])`: the `--starts` grammar
+//! (`table::starts`, the whole of it) for Lua.
 //!
-//! - `files.read_starts(path, n)` -> u32 array: one item index a line, each
-//!   below n; nil and a message naming the file and the line otherwise;
-//! - `files.sample_starts(n, k, seed)` -> u32 array: k distinct items of
-//!   0..n, ascending, chosen by the documented seeded algorithm (the same on
-//!   every machine); raises unless 1 <= k <= n <= 2^32 and seed is a whole
-//!   number in 0..2^53.
+//! - `files.parse_starts(spec)` -> `{ count, file }`: the syntax checked
+//!   without the table; `count` the number of starts the value gives (a
+//!   range's B - A, a list's items, a sample's K; nil for every item, which
+//!   `spec` nil is, and for `@FILE`), `file` the path of `@FILE`;
+//! - `files.parse_starts(spec, n)` -> u32 array: the starts among the table's
+//!   n items, in the value's order;
+//!
+//! a value the grammar refuses is nil and the command line's one line.
 
-use mlua::{Lua, Table as LuaTable};
+use mlua::{IntoLua, Lua, Table as LuaTable, Value};
 
-use super::arrays::HostArray;
 use super::boundary::function;
+use super::host_array::LuaHostArray;
 
 use crate::error::Error;
-use crate::table::starts;
+use crate::table::starts::{self, Spec};
 
-/// A whole number in 0..=2^53 (what a Lua number holds exactly), or misuse
-/// naming the call and the argument.
-fn whole(x: f64, call: &str, what: &str) -> mlua::Result<u64> {
+/// A whole number in 0..=2^53 (what a Lua number holds exactly), or misuse.
+fn whole(x: f64) -> mlua::Result<u64> {
     if (0.0..=9_007_199_254_740_992.0).contains(&x) && x.fract() == 0.0 {
         Ok(x as u64)
     } else {
-        Err(Error::Usage(format!("{call}: {what} {x} is not a whole number in 0..2^53")).into())
+        Err(Error::Usage(format!("parse_starts: n {x} is not a whole number in 0..2^53")).into())
     }
+}
+
+/// `{ count, file }` of a value whose syntax passed.
+fn syntax(lua: &Lua, spec: &Spec) -> mlua::Result<LuaTable> {
+    let t = lua.create_table()?;
+    t.set("count", spec.count())?;
+    if let Spec::File(path) = spec {
+        t.set("file", lua.create_string(path)?)?;
+    }
+    Ok(t)
 }
 
 pub fn register(lua: &Lua, t: &LuaTable) -> mlua::Result<()> {
     t.set(
-        "read_starts",
-        function(lua, |_, (path, n): (String, f64)| {
-            Ok(HostArray::U32(starts::read_file(&path, whole(n, "read_starts", "n")?)?))
-        })?,
-    )?;
-    t.set(
-        "sample_starts",
-        function(lua, |_, (n, k, seed): (f64, f64, f64)| {
-            let w = |x, what| whole(x, "sample_starts", what);
-            Ok(HostArray::U32(starts::sample(w(n, "n")?, w(k, "k")?, w(seed, "seed")?)?))
+        "parse_starts",
+        function(lua, |lua, (spec, n): (Option<mlua::String>, Option<f64>)| {
+            let bytes = spec.as_ref().map(|s| s.as_bytes());
+            let parsed = starts::parse(bytes.as_deref())?;
+            match n {
+                None => Ok(Value::Table(syntax(lua, &parsed)?)),
+                Some(n) => LuaHostArray::U32(parsed.starts(whole(n)?)?).into_lua(lua),
+            }
         })?,
     )?;
     Ok(())

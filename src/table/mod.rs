@@ -2,8 +2,8 @@
 //! `embeddings.json` (`json`), `.npy` with its sidecar (`npy`,
 //! `npy_header`), the FP16 files (`fp16_file`, the JSON's shape they are
 //! checked against: `fp16_shape`), chosen by extension
-//! (`table_file`); synthetic tables (`synth`); and the starts, from a file
-//! or a seeded sample (`starts`). The table itself is
+//! (`table_file`); synthetic tables (`synth`); and the whole `--starts`
+//! grammar: ranges, lists, a file, a seeded sample (`starts`). The table itself is
 //! `contract::table::Table`.
 pub mod fp16_file;
 pub mod fp16_shape;

@@ -139,70 +139,24 @@ local function check_path(path, option)
 end
 _M.check_path = check_path
 
---- --starts sample:K:SEED -> K, SEED; nil for another --starts.
-local function sample_spec(spec)
-    if not spec:find("^sample:") then return nil end
-    local k, seed = spec:match("^sample:(%d+):(%d+)$")
-    if not k then
-        fail("--starts '%s': expected sample:K:SEED (K distinct starts chosen by a generator seeded with SEED)", spec)
-    end
-    k, seed = tonumber(k), tonumber(seed)
-    if k < 1 or k > MAX_INTEGER then fail("--starts '%s': K is out of range: 1..%d", spec, MAX_INTEGER) end
-    if seed > MAX_INTEGER then fail("--starts '%s': SEED is out of range: 0..%d", spec, MAX_INTEGER) end
-    return k, seed
-end
-
---- --starts' syntax, before the table (and so its size) is known: the file
---- of --starts @FILE is read once the table is.
+--- --starts' syntax, before the table (and so its size) is known: the whole
+--- grammar is divgpu.files.parse_starts (src/table/starts.rs). Returns
+--- { count, file }: how many starts the value gives where it says (nil for
+--- every item and @FILE), and @FILE's path, read once the table is.
 local function check_starts_syntax(spec)
-    if spec == nil then return end
-    local file = spec:match("^@(.*)$")
-    if file then
-        if file == "" then fail("--starts @FILE: name the file (one item index a line)") end
-        return check_path(file, "--starts")
-    end
-    if sample_spec(spec) then return end
-    if spec:find(":") then
-        if not spec:match("^%s*%d+%s*:%s*%d+%s*$") then
-            fail("--starts '%s': expected A:B (half-open range), a list i,j,k, @FILE or sample:K:SEED", spec)
-        end
-        return
-    end
-    for item in (spec .. ","):gmatch("([^,]*),") do
-        local s = tonumber(item)
-        if not s or s % 1 ~= 0 or s < 0 then fail("--starts: '%s' is not an item index", item) end
-    end
+    local syntax, err = divgpu.files.parse_starts(spec)
+    if not syntax then fail("%s", err) end
+    if syntax.file then check_path(syntax.file, "--starts") end
+    return syntax
 end
 
 --- Parses --starts: "A:B" (half-open, A <= s < B), "i,j,k", "@FILE" (one
 --- index a line) or "sample:K:SEED" (docs/cli.md#starts); nil -> all.
 function _M.parse_starts(spec, n)
-    local list = {}
     check_starts_syntax(spec)
-    if spec == nil then
-        for s = 0, n - 1 do list[#list + 1] = s end
-    elseif spec:find("^@") then
-        local starts, err = divgpu.files.read_starts(spec:sub(2), n)
-        if not starts then fail("--starts: %s", err) end
-        return starts
-    elseif sample_spec(spec) then
-        local k, seed = sample_spec(spec)
-        if k > n then fail("--starts %s: K = %d is more than the table's %d items", spec, k, n) end
-        return divgpu.files.sample_starts(n, k, seed)
-    elseif spec:find(":") then
-        local a, b = spec:match("^%s*(%d+)%s*:%s*(%d+)%s*$")
-        a, b = tonumber(a), tonumber(b)
-        if a >= b then fail("--starts '%s' is empty: A must be less than B", spec) end
-        if b > n then fail("--starts '%s' is out of range: the table has %d items (0..%d)", spec, n, n - 1) end
-        for s = a, b - 1 do list[#list + 1] = s end
-    else
-        for item in (spec .. ","):gmatch("([^,]*),") do
-            local s = tonumber(item)
-            if s >= n then fail("--starts: %s is out of range: the table has %d items (0..%d)", item, n, n - 1) end
-            list[#list + 1] = s
-        end
-    end
-    return failure.need(divgpu.array("u32", list))
+    local starts, err = divgpu.files.parse_starts(spec, n)
+    if not starts then fail("%s", err) end
+    return starts
 end
 
 --- --shard I/N -> I, N: part I (0-based) of N.
@@ -220,20 +174,11 @@ local function empty_part(spec, n, m)
 end
 
 --- --shard's values, and N against the number of starts where --starts
---- gives it (without --starts it is the table's size: checked once read).
+--- gives it (without --starts it is the table's size, and @FILE's count is
+--- the file's: both checked once read, by shard_starts).
 local function check_shard(spec, starts)
     local _, n = parse_shard(spec)
-    local m
-    if starts and starts:find("^@") then
-        m = nil  -- the file's count is known once it is read (shard_starts checks it)
-    elseif starts and sample_spec(starts) then
-        m = sample_spec(starts)
-    elseif starts and starts:find(":") then
-        local a, b = starts:match("^%s*(%d+)%s*:%s*(%d+)%s*$")
-        m = tonumber(b) - tonumber(a)
-    elseif starts then
-        m = select(2, (starts .. ","):gsub(",", ""))
-    end
+    local m = check_starts_syntax(starts).count
     if m and m >= 1 and n > m then empty_part(spec, n, m) end
 end
 
@@ -364,7 +309,8 @@ end
 --- The inputs `run` reads: the table, and for fp16 the two files beside it.
 local function run_inputs(a)
     local inputs = { { "--embeddings", a.embeddings } }
-    if a.starts and a.starts:find("^@") then inputs[#inputs + 1] = { "--starts", a.starts:sub(2) } end
+    local starts_file = check_starts_syntax(a.starts).file
+    if starts_file then inputs[#inputs + 1] = { "--starts", starts_file } end
     if a.precision == "fp16" then
         check_path(a.embeddings, "--embeddings")
         local dir = a.embeddings:match("^(.*)/[^/]*$") or "."

@@ -1,4 +1,4 @@
-//! `VerifierHandle`: `divgpu.files.verifier(cache, table, { sequences = K }
+//! `LuaVerifier` (`verifier`): `divgpu.files.verifier(cache, table, { sequences = K }
 //! | { sample = K, seed = S })`, a cache of either form checked against the
 //! CPU mirror a batch at a time (`contract::verify`): `v:step()` checks the
 //! next batch and says whether more remain, so the caller shows progress and
@@ -13,15 +13,15 @@ use std::sync::Mutex;
 
 use mlua::{Lua, Table as LuaTable, UserData, UserDataFields, UserDataRef, Value};
 
-use super::arrays::HostArray;
 use super::boundary::{methods_index, Methods};
-use super::embeddings::Embeddings;
+use super::embeddings::LuaEmbeddings;
+use super::host_array::LuaHostArray;
 use crate::contract::verify::{Selection, Verifier};
 use crate::error::{Error, Result};
 
-pub struct VerifierHandle(Mutex<Verifier>);
+pub struct LuaVerifier(Mutex<Verifier>);
 
-const TYPE: &str = "VerifierHandle";
+const TYPE: &str = "LuaVerifier";
 
 /// The selection of `{ sequences = K }` or `{ sample = K, seed = S }` (nil: every sequence).
 fn selection(o: Option<LuaTable>) -> mlua::Result<Selection> {
@@ -43,12 +43,12 @@ fn selection(o: Option<LuaTable>) -> mlua::Result<Selection> {
 }
 
 /// `files.verifier(cache_path, table, options)`.
-pub fn open(path: String, table: UserDataRef<Embeddings>, o: Option<LuaTable>) -> mlua::Result<VerifierHandle> {
+pub fn open(path: String, table: UserDataRef<LuaEmbeddings>, o: Option<LuaTable>) -> mlua::Result<LuaVerifier> {
     let selection = selection(o)?;
-    Ok(VerifierHandle(Mutex::new(Verifier::open(&path, table.0.clone(), selection)?)))
+    Ok(LuaVerifier(Mutex::new(Verifier::open(&path, table.0.clone(), selection)?)))
 }
 
-impl VerifierHandle {
+impl LuaVerifier {
     fn with<T>(&self, f: impl FnOnce(&mut Verifier) -> Result<T>) -> Result<T> {
         let mut v = self.0.lock().map_err(|_| Error::Usage("verifier: poisoned by an earlier panic".into()))?;
         f(&mut v)
@@ -75,7 +75,7 @@ fn difference(lua: &Lua, v: &Verifier) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
-impl UserData for VerifierHandle {
+impl UserData for LuaVerifier {
     fn add_fields<F: UserDataFields<Self>>(f: &mut F) {
         f.add_field_method_get("count", |_, this| Ok(this.with(|v| Ok(v.count))?));
         f.add_field_method_get("total", |_, this| Ok(this.with(|v| Ok(v.total))?));
@@ -89,7 +89,7 @@ impl UserData for VerifierHandle {
         });
         f.add_field_method_get("positions", |lua, this| {
             let positions = this.with(|v| Ok(v.positions.clone()))?;
-            or_false(lua, positions.map(|p| HostArray::U32(p.into_iter().map(|x| x as u32).collect())))
+            or_false(lua, positions.map(|p| LuaHostArray::U32(p.into_iter().map(|x| x as u32).collect())))
         });
         f.add_field_method_get("difference", |lua, this| {
             let v = this.0.lock().map_err(|_| Error::Usage("verifier: poisoned".into()))?;
@@ -101,6 +101,6 @@ impl UserData for VerifierHandle {
 
 pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
     let m = Methods::new(lua, TYPE)?;
-    m.add(lua, "step", |_, this: &VerifierHandle, ()| Ok(this.with(|v| v.step())?))?;
+    m.add(lua, "step", |_, this: &LuaVerifier, ()| Ok(this.with(|v| v.step())?))?;
     Ok(m)
 }
