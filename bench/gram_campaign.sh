@@ -72,9 +72,10 @@ roofline)
     # G's bytes per second and the window histogram (seed batch, full length)
     # beside the copy bandwidth and SGEMM rate measured in the same call.
     SEED=$(table "$SEED_N")
-    python3 bench/peers/ceilings.py | tee "$OUT/ceilings.json"
+    CEILINGS=(--device "${PEER_DEVICE:-cuda}"); [ "${SMALL:-0}" = 1 ] && CEILINGS+=(--small)
+    python3 bench/peers/ceilings.py "${CEILINGS[@]}" | tee "$OUT/ceilings.json"
     luajit bench/gram_roofline.lua "$SEED" "0:$SEED_S" | tee "$OUT/gram_roofline.json"
-    python3 bench/peers/ceilings.py | tee -a "$OUT/ceilings.json"
+    python3 bench/peers/ceilings.py "${CEILINGS[@]}" | tee -a "$OUT/ceilings.json"
     ;;
 pairs)
     # Whole runs, gram against the PyTorch direct peer, 24 alternating pairs on
