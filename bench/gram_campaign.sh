@@ -82,7 +82,7 @@ pairs)
     # the seed batch, full length (bench/whole_run_pairs.py; predictions in NOTES.md).
     SEED=$(table "$SEED_N")
     python3 bench/whole_run_pairs.py --embeddings "$SEED" --starts "0:$SEED_S" --length "$SEED_N" --pairs "${PAIRS:-24}" \
-        --method gram --json "$OUT/whole_run_pairs.json" 2>"$LOGS/whole_run_pairs.log" | tee "$OUT/whole_run_pairs.txt"
+        --method gram --peer-device "${PEER_DEVICE:-cuda}" --json "$OUT/whole_run_pairs.json" 2>"$LOGS/whole_run_pairs.log" | tee "$OUT/whole_run_pairs.txt"
     ;;
 final)
     # The final build beside the PyTorch peer in the same call: the seed batch, all starts.
