@@ -21,6 +21,7 @@ local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 local batches = require "divgpu.methods.batch"
 local gram = require "divgpu.methods.gram"
+local figures = require "divgpu.methods.gram_figures"
 
 local need, catch, fail = failure.need, failure.catch, failure.fail
 local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
@@ -416,7 +417,7 @@ function Batch:stats()
     return catch(function()
         local u = need(self.state_u32:read("u32"))
         local s = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0,
-                    window_histogram = gram.empty_histogram(), max_ratio = 0 }
+                    window_histogram = figures.empty_histogram(), max_ratio = 0 }
         for i = 0, self.count - 1 do
             local o = i * U32_WORDS
             s.window_total = s.window_total + u[o + WINDOW_TOTAL]
@@ -432,7 +433,7 @@ function Batch:stats()
 end
 
 -- The run's totals: gram's figures, summed the same way.
-_M.totals, _M.add_totals = gram.totals, gram.add_totals
-_M.summary = gram.summary_of("tensor")
+_M.totals, _M.add_totals = figures.totals, figures.add_totals
+_M.summary = figures.summary_of("tensor")
 
 return _M
