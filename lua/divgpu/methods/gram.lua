@@ -18,6 +18,7 @@
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
+local device_profile = require "divgpu.device_profile"
 local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 local batches = require "divgpu.methods.batch"
@@ -139,10 +140,25 @@ function _M.placement(n, wg, reg_max, shared_max)
     return reg, shared, max(0, n - reg * wg - shared)
 end
 
---- The register page's slots a thread may hold at most, on a device kind
---- with `wg` threads (the register file's figures are divgpu.device_profile's).
-function _M.reg_max(kind, wg)
-    return require("divgpu.device_profile").register_slots(kind, wg)
+-- gram.comp's register page costs three registers a slot (the f64 and its
+-- G' load issued ahead), the rest of the kernel about 64, and holds 40 slots
+-- at most: at 512 threads on a file of 65,536 that is 21 (with 40 the page
+-- did not fit 128 registers, and on the H200, driver 580, the spilled
+-- kernel chose other items than the contract: 2,676 of 4,096 sequences
+-- identical at 65,536 items, 0 of 16 at 20,000; 40 slots at 256 threads and
+-- 17 at 512 were identical: bench/RESULTS.md). A CPU device (no register
+-- budget) compiles the unrolled page into vector code, where a small page
+-- keeps that fast.
+_M.REGISTER_PAGE = { kernel_other = 64, per_slot = 3, slots_max = 40, cpu_slots = 8 }
+
+--- The register page's slots a thread may hold at most with `wg` threads,
+--- on a device of register budget `registers` (the device profile's: {
+--- file, per_thread_max }; nil on a CPU device).
+function _M.reg_max(registers, wg)
+    local page = _M.REGISTER_PAGE
+    if not registers then return page.cpu_slots end
+    local budget = min(registers.per_thread_max, floor(registers.file / wg))
+    return max(1, min(page.slots_max, floor((budget - page.kernel_other) / page.per_slot)))
 end
 
 -- Threads per sequence on a GPU: 256. 512 ran the seed batch faster on the
@@ -203,7 +219,7 @@ end
 --- The step kernel's shape on this device: threads, window capacity, the
 --- staged rows and where approx lives; fails where shared memory is short.
 local function plan(ctx, e, opts)
-    local info = ctx.info
+    local info = need(device_profile.profile(ctx))
     local dim, kind = e.dim, info.type == "cpu" and "cpu" or "gpu"
     local wg = opts.workgroup_size or (kind == "gpu" and min(GPU_WORKGROUP, info.max_workgroup_invocations,
                                                               info.max_workgroup_size) or device.default_workgroup(info))
@@ -226,7 +242,7 @@ local function plan(ctx, e, opts)
     fixed = fixed + stage_rows * dim * 4
     short_of(fixed)
     local shared_room = floor((info.max_shared_memory - fixed) / 8)
-    local reg, shared, global = _M.placement(e.n, wg, opts.reg_slots or _M.reg_max(kind, wg),
+    local reg, shared, global = _M.placement(e.n, wg, opts.reg_slots or _M.reg_max(info.registers, wg),
                                              min(opts.shared_slots or huge, shared_room))
     return { workgroup_size = wg, window_capacity = capacity, reg_slots = reg, shared_count = shared,
              global_count = global, subgroup_slots = subgroup_slots, dim_slots = ceil(dim / wg),
@@ -241,7 +257,7 @@ local function make_job(ctx, e, opts)
     self.ctx, self.embeddings, self.n, self.dim, self.layout, self.method = ctx, e, e.n, e.dim, opts.layout, "gram"
     self.memory_budget = opts.memory_budget or info.device_local_bytes
     self.steps_per_dispatch = huge
-    local cap = need(device.loop_cap(ctx))
+    local cap = need(device_profile.profile(ctx)).loop_cap
     if cap then
         -- The device stops loops silently past `cap` iterations: keep every
         -- dispatch's steps under it (lavapipe: 65,535).

@@ -12,6 +12,7 @@
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
+local device_profile = require "divgpu.device_profile"
 local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 
@@ -86,7 +87,8 @@ end
 --- G's build tiling for this job and device, checked against its limits,
 --- and its kernel begun (kernel.begin): pending.
 function _M.begin_builder(self, ctx, e, opts)
-    local asked = opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"]
+    local info = need(device_profile.profile(ctx))
+    local asked = opts.build_tiling or BUILD_TILING[info.type == "cpu" and "cpu" or "gpu"]
     -- The panels' padding, for the shared-memory check: a define's, else the
     -- shipped variant's (gram_build.axes.json), else none.
     local padded = {}
@@ -95,13 +97,13 @@ function _M.begin_builder(self, ctx, e, opts)
     padded.pad = tonumber(opts.build_defines and opts.build_defines.DIVGPU_BUILD_PAD)
         or tonumber(shipped and select(2, divgpu.shaders.source(shipped)).DIVGPU_BUILD_PAD) or 0
     local tiling = GRAM_BUILD.tiling(padded)
-    if tiling.shared_bytes > ctx.info.max_shared_memory then
+    if tiling.shared_bytes > info.max_shared_memory then
         fail(string_format("G's build tiling needs %d bytes of shared memory; device '%s' has %d",
-            tiling.shared_bytes, ctx.info.name, ctx.info.max_shared_memory))
+            tiling.shared_bytes, info.name, info.max_shared_memory))
     end
-    if tiling.wx * tiling.wy > ctx.info.max_workgroup_invocations then
+    if tiling.wx * tiling.wy > info.max_workgroup_invocations then
         fail(string_format("G's build tiling needs %d threads a workgroup; device '%s' allows %d",
-            tiling.wx * tiling.wy, ctx.info.name, ctx.info.max_workgroup_invocations))
+            tiling.wx * tiling.wy, info.name, info.max_workgroup_invocations))
     end
     self.build_tiling = tiling
     return builder_for(self, ctx, tiling, asked, opts)
@@ -203,7 +205,7 @@ end
 --- G's build starts on the last rows as soon as their blocks are there
 --- (build_g).
 function _M.begin_g(self, ctx, opts)
-    local n, info = self.n, ctx.info
+    local n, info = self.n, need(device_profile.profile(ctx))
     local row_bytes = n * 4
     self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
     self.block_count = ceil(n / self.block_rows)

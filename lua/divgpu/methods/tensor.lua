@@ -17,6 +17,7 @@
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
+local device_profile = require "divgpu.device_profile"
 local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 local batches = require "divgpu.methods.batch"
@@ -94,8 +95,10 @@ end
 
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
 function _M.has_coopmat(ctx)
-    local info = ctx.info
-    if not (info.int8 and info.storage_buffer_8bit and info.subgroup_size == 32) then return false end
+    local info, p = ctx.info, device_profile.profile(ctx)
+    if not (p and p.int8 and p.cooperative_matrix and info.storage_buffer_8bit and p.subgroup_size == 32) then
+        return false
+    end
     for _, c in ipairs(info.cooperative_matrix or {}) do
         if c.m == 16 and c.n == 16 and c.k == 32 and c.a == "i8" and c.b == "i8" and c.c == "i32"
            and c.result == "i32" and c.scope == "subgroup" then
@@ -207,7 +210,7 @@ local function make_job(ctx, e, opts)
     local t0 = now()
     local ok, why = refusal(ctx, e)
     if not ok then fail("the tensor filter cannot run here: " .. why) end
-    local info = ctx.info
+    local info = need(device_profile.profile(ctx))
     local wg = opts.workgroup_size or device.default_workgroup(info)
     gram.check_workgroup(info, wg, "tensor")
     local capacity = opts.window_capacity or wg
