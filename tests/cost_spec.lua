@@ -111,7 +111,7 @@ end)
 describe("rates: measured once per device and driver, cached, or a table", function()
     local rates = require "divgpu.rates"
     local function fresh_context()
-        -- A context of its own: rates.of remembers each context's figures.
+        -- A context of its own (divgpu.device_profile keeps each context's rates).
         return require("divgpu.vk_compute").open{ device = os.getenv("DIVGPU_DEVICE") }
     end
 

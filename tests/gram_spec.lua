@@ -228,16 +228,23 @@ describe("gram method vs CPU mirror", function()
     describe("the register page's size", function()
         -- On the H200 a page of 40 slots at 512 threads spilled and chose
         -- other items than the contract; 40 at 256 and 17 at 512 did not.
+        -- The budget a GPU's profile gives (src/gpu/profile.rs: a family constant).
+        local GPU = { file = 65536, per_thread_max = 255 }
         it("fits the thread's share of the register file", function()
-            assert.are.equal(21, gram.reg_max("gpu", 512))
-            assert.are.equal(40, gram.reg_max("gpu", 256))
-            assert.are.equal(35, gram.reg_max("gpu", 384))
-            assert.are.equal(8, gram.reg_max("cpu", 512))
+            assert.are.equal(21, gram.reg_max(GPU, 512))
+            assert.are.equal(40, gram.reg_max(GPU, 256))
+            assert.are.equal(35, gram.reg_max(GPU, 384))
+            assert.are.equal(8, gram.reg_max(nil, 512))
             for _, wg in ipairs{ 32, 64, 128, 256, 384, 512, 768, 1024 } do
-                local slots = gram.reg_max("gpu", wg)
+                local slots = gram.reg_max(GPU, wg)
                 assert(slots >= 1 and 3 * slots + 64 <= math.max(67, math.min(255, 65536 / wg)),
                     wg .. " threads: " .. slots .. " slots do not fit")
             end
+        end)
+
+        it("twin: a smaller register file in the profile gives a smaller page", function()
+            assert.are.equal(40, gram.reg_max(GPU, 256))
+            assert.are.equal(21, gram.reg_max({ file = 32768, per_thread_max = 255 }, 256))
         end)
     end)
 

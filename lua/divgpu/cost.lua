@@ -1,7 +1,7 @@
 -- cost: what `--method auto` weighs. An estimate of each method's seconds for
 -- a job (N items of D dimensions, S sequences of length L) on a device whose
--- rates are known (divgpu.rates: measured once per device and driver, or a
--- table), and the choice of the cheapest that fits the device's memory.
+-- rates are known (the device profile's: divgpu.device_profile.rates, from
+-- divgpu.rates: measured once per device and driver, or a table), and the choice of the cheapest that fits the device's memory.
 -- Pure functions: the tests run them on simulated devices and budgets.
 --
 --   local cost = require "divgpu.cost"

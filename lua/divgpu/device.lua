@@ -1,8 +1,9 @@
 -- device: a context as the methods use it, on top of the native module. A
--- context opened here has passed the arithmetic self-test (is its fma
--- fused, or emulated exactly in the shaders?) and the loop probe (after how
--- many iterations does it stop a shader loop?); a shader is the shipped
--- module with the specialization constants the device needs; its waits may yield to a driver that feeds
+-- context opened here has its profile made (src/gpu/profile.rs): it passed
+-- the arithmetic self-test (is its fma fused, or emulated exactly in the
+-- shaders?) and the loop probe (after how many iterations does it stop a
+-- shader loop?); a shader is the shipped module with the specialization
+-- constants the device needs; its waits may yield to a driver that feeds
 -- several devices at once.
 --
 --   local device = require "divgpu.device"
@@ -22,30 +23,23 @@ local tonumber, loadfile, getinfo, sort = tonumber, loadfile, debug.getinfo, tab
 
 local _M = {}
 
--- Self-test results per context ({fma = "hardware" | "emulated", denormals =
--- "kept" | "flushed"}), weakly keyed.
-local self_tests = setmetatable({}, { __mode = "k" })
-
-local function self_test(ctx)
-    local t = self_tests[ctx]
-    if not t then
-        local fma, denormals = need(ctx:self_test())
-        t = { fma = fma, denormals = denormals }
-        self_tests[ctx] = t
-    end
-    return t
+-- The device's profile as the native module made it (src/gpu/profile.rs:
+-- the self-test and the loop probe ran once, when the context was opened;
+-- divgpu.device_profile keeps it per context for the plans).
+local function profile(ctx)
+    return need(ctx:profile())
 end
 
 --- How the contract's fma is computed on ctx's device ("hardware" or
---- "emulated"); runs the arithmetic self-test (docs/contract.md#rules-for-implementations)
---- the first time. nil, err when the device cannot meet the contract.
+--- "emulated"): the profile's arithmetic self-test (docs/contract.md#rules-for-implementations).
+--- nil, err when the device cannot meet the contract.
 function _M.fma_mode(ctx)
-    return catch(function() return self_test(ctx).fma end)
+    return catch(function() return profile(ctx).fma end)
 end
 
 --- "kept" or "flushed": what the self-test's subnormal cases saw.
 function _M.denormals_seen(ctx)
-    return catch(function() return self_test(ctx).denormals end)
+    return catch(function() return profile(ctx).denormals_seen end)
 end
 
 --- The defines a job on table `e` needs for f32 denormals
@@ -75,31 +69,11 @@ function _M.underflow_defines(ctx, e, exact_underflow)
         .. "produce one (%s): operations near 2^-126 are redone exactly in the shaders", info.denormals, why)
 end
 
--- Loop-iteration cap per context (false: none found), weakly keyed.
-local loop_caps = setmetatable({}, { __mode = "k" })
-local PROBE_ITERATIONS = 1048576
-
-local function probe_loop_cap(ctx)
-    local pipeline = need(ctx:pipeline{ spirv = divgpu.shaders.get("loop_probe"), name = "loop_probe" })
-    local out = need(ctx:buffer(4, "loop probe", "host"))
-    local rec = need(ctx:recorder())
-    need(rec:dispatch(need(ctx:bind(pipeline, { out })), { PROBE_ITERATIONS }, 1))
-    need(rec:submit())
-    need(rec:wait())
-    local ran = need(out:read("u32"))[1]
-    return ran < PROBE_ITERATIONS and ran or false
-end
-
 --- The number of iterations after which ctx's device silently stops a
 --- shader loop (lavapipe: 65,535), or false when a loop of 2^20 runs in
---- full; measured once per context. nil, err when the probe cannot run.
+--- full: the profile's loop probe. nil, err when the probe cannot run.
 function _M.loop_cap(ctx)
-    if loop_caps[ctx] == nil then
-        local cap, err = catch(probe_loop_cap, ctx)
-        if cap == nil then return nil, err end
-        loop_caps[ctx] = cap
-    end
-    return loop_caps[ctx]
+    return catch(function() return profile(ctx).loop_cap end)
 end
 
 -- Coroutines in which a wait for the GPU may yield instead of blocking (the
@@ -133,13 +107,15 @@ function _M.await(ctx, rec)
 end
 
 --- Whether the table, `bytes_per_value` bytes a value, fits one storage
---- buffer of the device (what its kernels bind it as): true, or nil and why.
+--- buffer of the device (what its kernels bind it as; the profile's
+--- storage_range): true, or nil and why.
 --- Asked before anything is made, so a table too large is refused at once
 --- rather than after its copy and upload.
 function _M.table_fits(ctx, e, bytes_per_value)
-    local info = ctx.info
+    local info, err = ctx:profile()
+    if not info then return nil, err end
     local bytes = e.n * e.dim * bytes_per_value
-    local limit = min(info.max_storage_buffer_range, info.max_memory_allocation_size)
+    local limit = info.storage_range
     if bytes <= limit then return true end
     return nil, string_format("the table (%d x %d, %d bytes a value: %.1f MiB) does not fit one storage buffer of "
         .. "device '%s' (%.1f MiB: maxStorageBufferRange and the largest allocation); use fewer items or "
@@ -171,13 +147,13 @@ end
 
 local function open(opts)
     local ctx = need(divgpu.open(opts))
-    self_test(ctx)
-    need(_M.loop_cap(ctx))
+    profile(ctx)
     return ctx
 end
 
---- Opens a device (divgpu.open's options) and runs the self-tests: ctx, or
---- nil, err when there is no such device or it fails them.
+--- Opens a device (divgpu.open's options) and makes its profile (the
+--- self-tests run): ctx, or nil, err when there is no such device or it
+--- fails them.
 function _M.open(opts)
     return catch(open, opts or {})
 end
@@ -195,9 +171,10 @@ _M.SWITCHES = SWITCHES
 --- flush imitated on a context opened with denormals = "flush" on a device
 --- without a flush mode; exact underflow off: a job turns it on).
 function _M.specialization(ctx)
-    return { [SWITCHES.DIVGPU_FMA_EMULATED] = self_test(ctx).fma == "emulated" and 1 or 0,
+    local p = profile(ctx)
+    return { [SWITCHES.DIVGPU_FMA_EMULATED] = p.fma == "emulated" and 1 or 0,
              [SWITCHES.DIVGPU_EXACT_UNDERFLOW] = 0,
-             [SWITCHES.DIVGPU_FLUSH_DENORMALS] = ctx.info.denormals_mode == "flush_emulated" and 1 or 0 }
+             [SWITCHES.DIVGPU_FLUSH_DENORMALS] = p.denormals_mode == "flush_emulated" and 1 or 0 }
 end
 
 -- Per SPIR-V object device.shader returned: its specialization constants,

@@ -23,8 +23,10 @@
 local failure = require "divgpu.failure"
 local methods = require "divgpu.methods"
 local cost = require "divgpu.cost"
+local device_profile = require "divgpu.device_profile"
+local tiles = require "divgpu.tiles"
 
-local need, fail, catch = failure.need, failure.fail, failure.catch
+local fail, catch = failure.fail, failure.catch
 local ipairs, pairs, tostring, type, error, require = ipairs, pairs, tostring, type, error, require
 local string_format, concat, sort, ceil, min, max = string.format, table.concat, table.sort, math.ceil, math.min, math.max
 
@@ -91,7 +93,7 @@ end
 --- that fit, and those below direct that may) for the job; a method with
 --- confirm() is asked it once it is the cheapest. Returns the cost's choice.
 local function cheapest(ctx, e, asked, weighed, why_not, shapes)
-    local device = { rates = require("divgpu.rates").of(ctx), memory = math.huge, name = ctx.info.name,
+    local device = { rates = device_profile.rates(ctx), memory = math.huge, name = ctx.info.name,
                      info = ctx.info, shapes = shapes, fits = weighed, why_not = why_not }
     local job = { n = e.n, dim = e.dim, sequences = asked.sequences or 1, length = asked.length,
                   precision = asked.precision }
@@ -202,9 +204,7 @@ local function choose_tile(ctx, e, p, asked)
     if type(asked.tile_size) == "number" then
         return asked.tile_size, string_format("tile size %d candidates (given)", asked.tile_size)
     end
-    local tiles = require "divgpu.tiles"
-    local measured = asked.measure_l2 and need(require("divgpu.l2_probe").measure(ctx)) or nil
-    local l2, source = tiles.l2_bytes(ctx.info, { l2_bytes = asked.l2_bytes, measured = measured })
+    local l2, source = device_profile.l2(ctx, asked)
     if not l2 then fail(source) end
     local bpv = tiles.BYTES_PER_VALUE[p.precision]
     local t = tiles.tile_size(l2, e.dim, bpv)

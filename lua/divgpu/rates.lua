@@ -6,7 +6,7 @@
 -- devices stands in, and r.source says so.
 --
 --   local rates = require "divgpu.rates"
---   local r = rates.of(ctx)   -- { f32_chain =, f64_fma =, copy =, dispatch =, int8_mac = (known devices), source = }
+--   local r = rates.of(ctx)   -- (the plans ask divgpu.device_profile.rates(ctx)) { f32_chain =, f64_fma =, copy =, dispatch =, int8_mac = (known devices), source = }
 --
 -- Expected failures are not raised: a cache that cannot be read or written
 -- is measured again; misuse (no context) raises error(msg, 2).
@@ -31,8 +31,6 @@ _M.KNOWN = {
     llvmpipe = { f32_chain = 6.2e8, f64_fma = 8.5e8, copy = 6.2e9, dispatch = 9e-5 },
     default = { f32_chain = 1.0e12, f64_fma = 1.0e11, copy = 2.0e11, dispatch = 2e-5 },
 }
-
-local by_context = setmetatable({}, { __mode = "k" })
 
 local function cache_folder()
     local base = os.getenv("XDG_CACHE_HOME")
@@ -145,12 +143,13 @@ local function table_rates(info, why)
     return r
 end
 
---- The rates of ctx's device: cached; else measured and cached, where the
---- cache folder can be written; else the table's. r.source says which.
+--- The rates of ctx's device: the cache file's; else measured and cached,
+--- where the cache folder can be written; else the table's. r.source says
+--- which. Looked up on every call: divgpu.device_profile.rates(ctx) keeps
+--- them as the device profile's `rates`.
 function _M.of(ctx)
     if type(ctx) ~= "userdata" then error("rates.of: a context is required", 2) end
-    local r = by_context[ctx]
-    if r then return r end
+    local r
     local info = ctx.info
     local path, folder = cache_path(info)
     r = read_cached(path)
@@ -176,7 +175,6 @@ function _M.of(ctx)
     -- What the cost model reads beside the rates: a CPU device (lavapipe)
     -- achieves other fractions of them than a GPU (divgpu.cost.CPU_DEVICE).
     r.device_type = info.type
-    by_context[ctx] = r
     return r
 end
 

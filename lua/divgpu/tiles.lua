@@ -1,7 +1,8 @@
 -- Tile size for the tiled shapes (docs/contract.md#tile-size), and where the L2 size
 -- comes from. Vulkan does not report the L2 size, so it is taken from, in
 -- order: the user (--l2-bytes), a measurement (`divgpu info --measure-l2`,
--- or measure = true), or the table of known devices below.
+-- or measure = true), or the table of known devices below; the plans ask
+-- it through the device profile (divgpu.device_profile.l2).
 
 local floor, max = math.floor, math.max
 local error, type, ipairs, string_format = error, type, ipairs, string.format

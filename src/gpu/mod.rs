@@ -1,5 +1,6 @@
 //! The GPU: the Vulkan layer, one file per object and lifetime, and the
-//! self-test a device passes when it is opened (`selftest`).
+//! self-test a device passes when it is opened (`selftest`), and the device
+//! profile everything plans by (`profile`).
 pub mod adapter;
 pub mod buffer;
 pub mod commands;
@@ -8,6 +9,7 @@ pub mod fault;
 pub mod float_controls;
 pub mod instance;
 pub mod pipeline;
+pub mod profile;
 pub mod queue;
 pub mod selftest;
 pub mod spirv;

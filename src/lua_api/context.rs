@@ -249,6 +249,8 @@ pub fn methods(lua: &Lua) -> mlua::Result<Methods> {
         let t = crate::gpu::selftest::run(&this.0)?;
         Ok((t.fma.name(), if t.denormals_kept { "kept" } else { "flushed" }))
     })?;
+    // ctx:profile() -> the device profile (gpu/profile.rs, made once; profile.rs).
+    m.add(lua, "profile", |lua, this: &LuaContext, ()| super::profile::of_device(lua, &this.0))?;
     m.add(lua, "validation_messages", |_, this: &LuaContext, ()| Ok(this.0.validation_messages()))?;
     Ok(m)
 }

@@ -26,6 +26,7 @@ mod pending;
 mod pipeline;
 mod plot;
 mod process;
+mod profile;
 mod recorder;
 mod shaders;
 mod spirv;

@@ -133,7 +133,8 @@ function _M.fits(ctx, e, opts)
     local precision = opts and opts.precision or "fp32"
     local ok, why = device.table_fits(ctx, e, precision == "fp16" and 2 or 4)
     if ok then return true, "the direct method needs nothing beyond the contract" end
-    if precision == "fp32" and _M.reaches_blocks(ctx.info) and #_M.block_shapes() > 0 then
+    local p = profile.profile(ctx)
+    if precision == "fp32" and p and _M.reaches_blocks(p) and #_M.block_shapes() > 0 then
         return true, "only " .. concat(_M.block_shapes(), ", ") .. ", the table in blocks (" .. why .. ")"
     end
     return nil, why
@@ -161,13 +162,13 @@ end
 --- no thread's loops reach the device's loop cap (past it the device would
 --- truncate the scan without a word); fails where no width is enough.
 local function workgroup_for(ctx, d, e, opts)
-    local info = ctx.info
+    local info = need(profile.profile(ctx))
     local wg = opts.workgroup_size or device.default_workgroup(info)
     local limit = min(info.max_workgroup_invocations, info.max_workgroup_size)
     if wg > limit then
         fail(string_format("workgroup size %.0f: device '%s' runs at most %d threads a workgroup", wg, info.name, limit))
     end
-    local cap = need(device.loop_cap(ctx))
+    local cap = info.loop_cap
     if not cap then return wg end
     local function need_for(w) return loop_iterations(d, opts.precision, e.n, e.dim, w, opts.tile_size) end
     while not opts.workgroup_size and wg < limit and need_for(wg) > cap do wg = min(wg * 2, limit) end
@@ -234,9 +235,10 @@ local function make_job(ctx, e, d, opts)
     end
     local wg = workgroup_for(ctx, d, e, opts)
     local shared = shared_bytes(d, { dim = e.dim, workgroup_size = wg, precision = opts.precision })
-    if shared > info.max_shared_memory then
+    local room = need(profile.profile(ctx)).max_shared_memory
+    if shared > room then
         fail(string_format("dimension %d needs %d bytes of shared memory with %d threads; device '%s' has %d",
-            e.dim, shared, wg, info.name, info.max_shared_memory))
+            e.dim, shared, wg, info.name, room))
     end
     local choice = {}
     for axis in pairs(_M.DEFAULTS) do

@@ -13,6 +13,7 @@
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
+local device_profile = require "divgpu.device_profile"
 local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 local batches = require "divgpu.methods.batch"
@@ -106,7 +107,7 @@ end
 local function make_job(ctx, e, opts, defines)
     local now = divgpu.clock.now
     local t0 = now()
-    local info = ctx.info
+    local info = need(device_profile.profile(ctx))
     local tiling = opts.tiling or _M.TILINGS[info.type == "cpu" and "cpu" or "gpu"]
     check_fit(info, tiling)
     local n, dim = e.n, e.dim
@@ -117,7 +118,7 @@ local function make_job(ctx, e, opts, defines)
                                 workgroup_size = tiling.wx * tiling.wy, tile_rows = tiling.wy * tiling.rows,
                                 tiles = ceil(n / (tiling.wx * tiling.columns)) }, Job)
     self.block_items = opts.table_block_items or (not device.table_fits(ctx, e, 4) and block_items(info, e, tiling))
-    if self.block_items and not require("divgpu.device_profile").reaches_blocks(info) then
+    if self.block_items and not device_profile.reaches_blocks(info) then
         need(device.table_fits(ctx, e, 4))  -- a table past one buffer: that is the message
         fail(string_format("gemm: a table in blocks needs buffer device addresses and 64-bit integers, which "
             .. "device '%s' lacks", info.name))

@@ -2,6 +2,8 @@
 -- shaders/gram.md). G = E Eᵀ is built once on the GPU (f64 sums, stored as
 -- f32, in blocks reached by device address); each sequence then reads one G
 -- row per step and rescores only the candidates its bound cannot rule out.
+-- Here: the step kernel's plan, the job and its batches; G's build is
+-- methods/gram_g.lua's, the filter's statistics methods/gram_figures.lua's.
 --
 --   local gram = require "divgpu.methods.gram"
 --   local ok, why = gram.fits(ctx, e, { sequences = #starts })   -- true | nil, and why
@@ -16,16 +18,18 @@
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
+local device_profile = require "divgpu.device_profile"
 local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 local batches = require "divgpu.methods.batch"
+local figures = require "divgpu.methods.gram_figures"
+local gram_g = require "divgpu.methods.gram_g"
 
 local need, catch, fail = failure.need, failure.catch, failure.fail
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local error, setmetatable, string_format, type, tostring, pairs, ipairs =
     error, setmetatable, string.format, type, tostring, pairs, ipairs
 local huge = math.huge
-local table_remove = table.remove
 
 local _M = { name = "gram", preference = 1, default_layout = "rows", setup_what = "tables uploaded, G built",
              doc = "the certified Gram filter: G = E Eᵀ built once, each step rescores only its window "
@@ -49,15 +53,8 @@ local GRAM_BUILD = kernel.descriptor("gram_build")
 -- registry): words per sequence, and 1-based offsets into a sequence's words.
 local S = GRAM.state
 local U32_WORDS, F64_WORDS = S.STATE_U32, S.STATE_F64
-local PREVIOUS, WINDOW_TOTAL, WINDOW_ONES = S.S_PREVIOUS + 1, S.S_WINDOW_TOTAL + 1, S.S_WINDOW_ONES + 1
-local FALLBACKS, WINDOW_MAX, HIST_FIRST, HIST_BINS = S.S_FALLBACKS + 1, S.S_WINDOW_MAX + 1, S.S_HIST, S.HIST_BINS
+local PREVIOUS = S.S_PREVIOUS + 1
 local T_RATIO = S.T_RATIO + 1
-
--- G's build: each submission aims at this much GPU time (the chunk
--- controller's rule: well under a second), sized from the rate measured on
--- the submissions before it; the first is small.
-local BUILD_TARGET_SECONDS = 0.25
-local BUILD_FIRST_FMA = 2 ^ 26
 
 -- The largest batch by default. Larger batches cost less per sequence: all
 -- 8,359 starts of the seed table on an H200 took 7.86 s of GPU time in 2
@@ -132,172 +129,6 @@ function _M.fits(ctx, e, opts)
         mib(e.n * e.n * 4), mib(budget))
 end
 
--- Two define tables in one (nil when both are empty).
-local function merged(a, b)
-    if not a then return b end
-    if not b then return a end
-    local m = {}
-    for k, v in pairs(a) do m[k] = v end
-    for k, v in pairs(b) do m[k] = v end
-    return m
-end
-
--- G's build tiling per device kind. A GPU: 128 x 128 tiles of 8 x 8 f64
--- entries a thread, as compile-time constants, the panels padded, the tiles
--- in groups of 16 tile-rows (the shipped variant gram_build-16x16x8x8x8): on
--- the H200 18.0 TFLOP/s at N = 65,536 and 14.6-15.1 at 131,072; 16.3 and 9.9
--- in row order; 10.7 and 5.2-5.3 with 64 x 64 tiles of 8 x 4
--- (bench/gram_tune.lua, alternating in one call; bench/RESULTS.md). A CPU
--- device, whose "threads" are loop iterations: small tiles, by
--- specialization constants.
-local BUILD_TILING = {
-    gpu = { wx = 16, wy = 16, tm = 8, tn = 8, slice = 8, compiled = true },
-    cpu = { wx = 8, wy = 8, tm = 2, tn = 2, slice = 8 },
-}
-
---- G's build kernel for `asked` (a tiling): the shipped variant of a
---- compiled tiling where gram_build's `tiling` axis has it, else compiled
---- now; by specialization constants otherwise.
---- The shipped variant of a compiled tiling (gram_build's `tiling` axis), or nil.
-local function shipped_build_variant(t)
-    if not t.compiled then return nil end
-    local key = string_format("%dx%dx%dx%dx%d", t.wx, t.wy, t.tm, t.tn, t.slice)
-    for _, v in ipairs(kernel.axis_values(GRAM_BUILD, "tiling")) do
-        if v == key then return kernel.variant(GRAM_BUILD, { tiling = key }) end
-    end
-end
-
---- (Its pipeline made on a thread of its own: pending:wait() gives it.)
-local function builder_for(self, ctx, tiling, asked, opts)
-    local variant, defines = "gram_build", merged(opts.build_defines, self.underflow)
-    local constants = { wx = tiling.wx, wy = tiling.wy, tm = tiling.tm, tn = tiling.tn, slice = tiling.slice,
-                        acc_slots = tiling.acc_slots, stage = tiling.stage }
-    if asked.compiled then
-        local shipped = shipped_build_variant(asked)
-        if shipped then
-            variant = shipped
-        else
-            defines = merged(defines, { DIVGPU_BUILD_TILING = 1, BUILD_WX = tiling.wx, BUILD_WY = tiling.wy,
-                                        BUILD_TM = tiling.tm, BUILD_TN = tiling.tn, BUILD_SLICE = tiling.slice })
-        end
-        constants = nil
-    end
-    return need(kernel.begin(ctx, GRAM_BUILD, { variant = variant, defines = defines, constants = constants }))
-end
-
---- G's build tiling for this job and device, checked against its limits,
---- and its kernel begun (kernel.begin): pending.
-local function begin_builder(self, ctx, e, opts)
-    local asked = opts.build_tiling or BUILD_TILING[ctx.info.type == "cpu" and "cpu" or "gpu"]
-    -- The panels' padding, for the shared-memory check: a define's, else the
-    -- shipped variant's (gram_build.axes.json), else none.
-    local padded = {}
-    for k, v in pairs(asked) do padded[k] = v end
-    local shipped = shipped_build_variant(asked)
-    padded.pad = tonumber(opts.build_defines and opts.build_defines.DIVGPU_BUILD_PAD)
-        or tonumber(shipped and select(2, divgpu.shaders.source(shipped)).DIVGPU_BUILD_PAD) or 0
-    local tiling = GRAM_BUILD.tiling(padded)
-    if tiling.shared_bytes > ctx.info.max_shared_memory then
-        fail(string_format("G's build tiling needs %d bytes of shared memory; device '%s' has %d",
-            tiling.shared_bytes, ctx.info.name, ctx.info.max_shared_memory))
-    end
-    if tiling.wx * tiling.wy > ctx.info.max_workgroup_invocations then
-        fail(string_format("G's build tiling needs %d threads a workgroup; device '%s' allows %d",
-            tiling.wx * tiling.wy, ctx.info.name, ctx.info.max_workgroup_invocations))
-    end
-    self.build_tiling = tiling
-    return builder_for(self, ctx, tiling, asked, opts)
-end
-
---- G''s blocks from `first` (1-based) to the last, once allocated, in block
---- order from 1 (nil below `first`); their device addresses written into
---- the job's address table by `rec` (vkCmdUpdateBuffer: no allocation, no
---- upload) before its dispatch reads them.
-local function blocks_from(self, rec, pending, first, had)
-    local got = need(pending:first(self.block_count - first + 1))
-    local blocks = {}
-    for i, block in ipairs(got) do blocks[self.block_count - i + 1] = block end
-    -- (vkCmdUpdateBuffer takes at most 65,536 bytes: 8,192 entries a write.)
-    for from = first, had - 1, 8192 do
-        local to = min(had - 1, from + 8191)
-        local new = need(divgpu.array("u32", 2 * (to - from + 1)))
-        for b = from, to do
-            local address = blocks[b].address
-            new[2 * (b - from) + 1], new[2 * (b - from) + 2] = address[1], address[2]
-        end
-        need(rec:update(self.g_block_table, new, 8 * (from - 1)))
-    end
-    local referenced = {}
-    for b = first, self.block_count do referenced[#referenced + 1] = blocks[b] end
-    return blocks, referenced
-end
-
---- Builds G' into the job's blocks from the last tile-row to the first
---- (tile-row bi writes rows bi * tile .. N - 1 only, its own and their
---- mirror), so each submission needs only the blocks from its first row on:
---- those allocated first (begin_g). Submissions of about
---- BUILD_TARGET_SECONDS each, sized from the rate of those before (a tile-row
---- bi holds the tiles bi .. last of the upper triangle); two in flight, so
---- their summed GPU seconds (the return value) may count an overlap twice.
---- Sets self.g_blocks and the address table.
-local function build_g(self, ctx, e, rows_table, builder, g_pending)
-    local n, dim, tiling = e.n, e.dim, self.build_tiling
-    self.builder = builder
-    local tiles = ceil(n / tiling.tile)
-    local function tiles_in(first, last) -- tiles of tile-rows first .. last - 1
-        return (last - first) * tiles - ((last - 1) * last - (first - 1) * first) / 2
-    end
-    -- The address table's entries are written as their blocks come.
-    self.g_block_table = need(ctx:buffer(8 * self.block_count, "G block addresses"))
-    local lowest_block, group = self.block_count + 1, nil
-    local function group_for(rec, first_tile_row)
-        local needed = floor(first_tile_row * tiling.tile / self.block_rows) + 1
-        if needed < lowest_block then
-            local referenced
-            self.g_blocks, referenced = blocks_from(self, rec, g_pending, needed, lowest_block)
-            group = need(builder:bind({ embeddings = rows_table, inv_norm = self.inv_norm_buffer,
-                                        g_blocks = self.g_block_table }, referenced))
-            lowest_block = needed
-        end
-        return group
-    end
-    local tiles_per_submission = max(1, BUILD_FIRST_FMA / (tiling.tile * tiling.tile * dim))
-    -- Two submissions in flight, so that the GPU does not idle while the
-    -- host waits for one and records the next.
-    local recs, in_flight, submitted = { need(ctx:recorder()), need(ctx:recorder()) }, {}, 0
-    local seconds, tiles_done, last = 0, 0, tiles
-    self.build_submissions = {}
-    local function settle_oldest()
-        local oldest = table_remove(in_flight, 1)
-        -- (Yields, when the driver builds several devices' G at once.)
-        local t = need(device.await(ctx, oldest.rec)) or 0
-        self.build_submissions[#self.build_submissions + 1] = t
-        seconds, tiles_done = seconds + t, tiles_done + oldest.tiles
-        if seconds > 0 then
-            -- Next submission: the target time at the rate measured so far.
-            tiles_per_submission = max(1, min(BUILD_TARGET_SECONDS * tiles_done / seconds, 4 * tiles_per_submission))
-        end
-    end
-    while last > 0 do
-        if #in_flight == #recs then settle_oldest() end
-        -- As many tile-rows as make about tiles_per_submission tiles.
-        local first = last - 1
-        while first > 0 and tiles_in(first - 1, last) <= tiles_per_submission do first = first - 1 end
-        submitted = submitted + 1
-        local rec = recs[(submitted - 1) % #recs + 1]
-        need(builder:dispatch(rec, group_for(rec, first), { num_items = n, dim = dim, tile_row_begin = first,
-                                                       tile_row_end = last, block_rows = self.block_rows }, tiles, last - first))
-        -- Orders G''s writes before every later command that reads G'.
-        need(rec:barrier())
-        need(rec:submit())
-        in_flight[#in_flight + 1] = { rec = rec, tiles = tiles_in(first, last) }
-        last = first
-    end
-    while #in_flight > 0 do settle_oldest() end
-    -- Useful work, one triangle: N (N + 1) / 2 entries of D multiply-adds.
-    self.build_flops = n * (n + 1) / 2 * dim * 2
-    return seconds
-end
 
 --- Where a job keeps each sequence's approx, for N items, `wg` threads and a
 --- device (gram.comp): registers first (at most `reg_max` a thread), shared
@@ -309,10 +140,25 @@ function _M.placement(n, wg, reg_max, shared_max)
     return reg, shared, max(0, n - reg * wg - shared)
 end
 
---- The register page's slots a thread may hold at most, on a device kind
---- with `wg` threads (the register file's figures are divgpu.device_profile's).
-function _M.reg_max(kind, wg)
-    return require("divgpu.device_profile").register_slots(kind, wg)
+-- gram.comp's register page costs three registers a slot (the f64 and its
+-- G' load issued ahead), the rest of the kernel about 64, and holds 40 slots
+-- at most: at 512 threads on a file of 65,536 that is 21 (with 40 the page
+-- did not fit 128 registers, and on the H200, driver 580, the spilled
+-- kernel chose other items than the contract: 2,676 of 4,096 sequences
+-- identical at 65,536 items, 0 of 16 at 20,000; 40 slots at 256 threads and
+-- 17 at 512 were identical: bench/RESULTS.md). A CPU device (no register
+-- budget) compiles the unrolled page into vector code, where a small page
+-- keeps that fast.
+_M.REGISTER_PAGE = { kernel_other = 64, per_slot = 3, slots_max = 40, cpu_slots = 8 }
+
+--- The register page's slots a thread may hold at most with `wg` threads,
+--- on a device of register budget `registers` (the device profile's: {
+--- file, per_thread_max }; nil on a CPU device).
+function _M.reg_max(registers, wg)
+    local page = _M.REGISTER_PAGE
+    if not registers then return page.cpu_slots end
+    local budget = min(registers.per_thread_max, floor(registers.file / wg))
+    return max(1, min(page.slots_max, floor((budget - page.kernel_other) / page.per_slot)))
 end
 
 -- Threads per sequence on a GPU: 256. 512 ran the seed batch faster on the
@@ -373,7 +219,7 @@ end
 --- The step kernel's shape on this device: threads, window capacity, the
 --- staged rows and where approx lives; fails where shared memory is short.
 local function plan(ctx, e, opts)
-    local info = ctx.info
+    local info = need(device_profile.profile(ctx))
     local dim, kind = e.dim, info.type == "cpu" and "cpu" or "gpu"
     local wg = opts.workgroup_size or (kind == "gpu" and min(GPU_WORKGROUP, info.max_workgroup_invocations,
                                                               info.max_workgroup_size) or device.default_workgroup(info))
@@ -396,31 +242,11 @@ local function plan(ctx, e, opts)
     fixed = fixed + stage_rows * dim * 4
     short_of(fixed)
     local shared_room = floor((info.max_shared_memory - fixed) / 8)
-    local reg, shared, global = _M.placement(e.n, wg, opts.reg_slots or _M.reg_max(kind, wg),
+    local reg, shared, global = _M.placement(e.n, wg, opts.reg_slots or _M.reg_max(info.registers, wg),
                                              min(opts.shared_slots or huge, shared_room))
     return { workgroup_size = wg, window_capacity = capacity, reg_slots = reg, shared_count = shared,
              global_count = global, subgroup_slots = subgroup_slots, dim_slots = ceil(dim / wg),
              stage_rows = stage_rows, check = check }
-end
-
---- G''s blocks: whole rows, each block one allocation, allocated on a
---- thread of their own (ctx:begin_buffers), the last block first: pending.
---- On the H200 the 64 GiB of N = 131,072 took 0.15 s (1.48-1.68 s through
---- the shared allocator); the table is prepared and uploaded meanwhile, and
---- G's build starts on the last rows as soon as their blocks are there
---- (build_g).
-local function begin_g(self, ctx, opts)
-    local n, info = self.n, ctx.info
-    local row_bytes = n * 4
-    self.block_rows = opts.g_block_rows or max(1, min(n, floor(info.max_memory_allocation_size / row_bytes)))
-    self.block_count = ceil(n / self.block_rows)
-    local wanted = {}
-    for i = 1, self.block_count do
-        local b = self.block_count - i + 1
-        local rows = min(self.block_rows, n - (b - 1) * self.block_rows)
-        wanted[i] = { rows * row_bytes, "G block " .. b }
-    end
-    return need(ctx:begin_buffers(wanted))
 end
 
 local function make_job(ctx, e, opts)
@@ -431,7 +257,7 @@ local function make_job(ctx, e, opts)
     self.ctx, self.embeddings, self.n, self.dim, self.layout, self.method = ctx, e, e.n, e.dim, opts.layout, "gram"
     self.memory_budget = opts.memory_budget or info.device_local_bytes
     self.steps_per_dispatch = huge
-    local cap = need(device.loop_cap(ctx))
+    local cap = need(device_profile.profile(ctx)).loop_cap
     if cap then
         -- The device stops loops silently past `cap` iterations: keep every
         -- dispatch's steps under it (lavapipe: 65,535).
@@ -454,11 +280,11 @@ local function make_job(ctx, e, opts)
     -- G's allocation and the two pipelines' compiles.
     -- (The builder first: its tiling's checks may refuse the job before any
     -- of G is allocated.)
-    local builder_pending = begin_builder(self, ctx, e, opts)
-    local g_pending = begin_g(self, ctx, opts)
+    local builder_pending = gram_g.begin_builder(self, ctx, e, opts)
+    local g_pending = gram_g.begin_g(self, ctx, opts)
     local step_pending = need(kernel.begin(ctx, GRAM, {
         variant = kernel.variant(GRAM, { layout = opts.layout }),
-        defines = merged(opts.defines, self.underflow), spirv = opts.spirv,
+        defines = gram_g.merged(opts.defines, self.underflow), spirv = opts.spirv,
         constants = { workgroup_size = self.workgroup_size, max_dim = e.dim, window_capacity = self.window_capacity,
                       reg_slots = self.reg_slots, shared_slots = max(1, self.shared_count), dim_slots = self.dim_slots,
                       subgroup_slots = self.subgroup_slots, stage_rows = self.stage_rows },
@@ -480,7 +306,7 @@ local function make_job(ctx, e, opts)
     self.table_buffer = uploaded.table_buffer or rows_table
     local builder = need(builder_pending:wait())
     local t0 = now()
-    self.build_gpu_seconds = build_g(self, ctx, e, rows_table, builder, g_pending)
+    self.build_gpu_seconds = gram_g.build_g(self, ctx, e, rows_table, builder, g_pending)
     self.build_seconds = now() - t0
     local t_built = now()
     local _, g_seconds = need(g_pending:wait())
@@ -604,38 +430,13 @@ function Batch:record_steps(first, count, rec)
     return true
 end
 
---- Window-size histogram bins (gram.comp's window_bin): labels and a zeroed count per bin.
-_M.histogram_labels = { "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64", "65-128", "129-256", "257+", "0" }
-function _M.empty_histogram()
-    local h = {}
-    for k = 1, HIST_BINS do h[k] = 0 end
-    return h
-end
-
--- Counters summed over the batch's sequences, from a copy of state_u32:
--- window total, windows of one, fallbacks, the histogram, and the largest
--- window so far (a running maximum per sequence).
-local function totals(u, count)
-    local t = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, window_histogram = _M.empty_histogram() }
-    local hist = t.window_histogram
-    for i = 0, count - 1 do
-        local o = i * U32_WORDS
-        t.window_total = t.window_total + u[o + WINDOW_TOTAL]
-        t.window_ones = t.window_ones + u[o + WINDOW_ONES]
-        t.fallbacks = t.fallbacks + u[o + FALLBACKS]
-        t.window_max = max(t.window_max, u[o + WINDOW_MAX])
-        for k = 1, HIST_BINS do hist[k] = hist[k] + u[o + HIST_FIRST + k] end
-    end
-    return t
-end
-
 --- The batch's filter statistics so far (call after waiting): steps, the sum
 --- of window sizes, windows of one, fallbacks, the largest window, the
 --- window-size histogram (counts in the bins of histogram_labels), and the
 --- instrumented build's max |exact - a| / B; or nil, err.
 function Batch:stats()
     return catch(function()
-        local s = totals(need(self.state_u32:read("u32")), self.count)
+        local s = figures.of_state(need(self.state_u32:read("u32")), self.count)
         local f = need(self.state_f64:read("f64"))
         s.max_ratio = 0
         for i = 0, self.count - 1 do s.max_ratio = max(s.max_ratio, f[i * F64_WORDS + T_RATIO]) end
@@ -656,78 +457,25 @@ function Batch:chunk_stats(rec)
     local snap = self.snapshots and self.snapshots[rec]
     if not snap or not snap.first then error("gram batch:chunk_stats: nothing was recorded on this recorder", 2) end
     local before = self.counted or { next_step = 1, window_total = 0, window_ones = 0, fallbacks = 0,
-                                     window_histogram = _M.empty_histogram() }
+                                     window_histogram = figures.empty_histogram() }
     if snap.first ~= before.next_step then
         error(string_format("gram batch:chunk_stats: chunks must be read in order: this chunk starts at step %d, "
             .. "the last one read ended before step %d", snap.first, before.next_step), 2)
     end
     local words, err = snap.buffer:read("u32")
     if not words then return nil, err end
-    local now = totals(words, self.count)
+    local now = figures.of_state(words, self.count)
     now.next_step = snap.first + snap.count
     self.counted = now
-    local c = { sequence_steps = snap.count * self.count, window_total = now.window_total - before.window_total,
-                window_ones = now.window_ones - before.window_ones, fallbacks = now.fallbacks - before.fallbacks,
-                window_max_batch = now.window_max, window_histogram = {} }
-    c.window_mean = c.window_total / c.sequence_steps
-    for k = 1, HIST_BINS do
-        c.window_histogram[k] = now.window_histogram[k] - before.window_histogram[k]
-        -- The last bin counts windows of size 0 (a fallback), not the largest sizes.
-        if c.window_histogram[k] > 0 and k < HIST_BINS then c.window_max_bin = _M.histogram_labels[k] end
-    end
-    return c
+    return figures.chunk_difference(now, before, snap.count * self.count)
 end
 
---- The line of a run's summary on a certified filter's totals `t` (gram's,
---- or the tensor filter's: `name`): windows, fallbacks; G's build where
---- `stats` has it.
-function _M.summary_of(name)
-    return function(t, stats)
-        if not t or t.steps == 0 then return nil end
-        -- The window-size histogram, as shares of the steps, bins that occurred only.
-        local bins = {}
-        for k, c in ipairs(t.window_histogram or {}) do
-            if c > 0 then bins[#bins + 1] = string_format("%s: %.3g%%", _M.histogram_labels[k], 100 * c / t.steps) end
-        end
-        local built = stats.build_seconds and string_format(" G built in %.2f s%s;", stats.build_seconds,
-            stats.setup_note and " (" .. stats.setup_note .. ")" or "") or ""
-        return string_format("%s:%s windows: mean %.3f, %.1f%% of steps a window of one, largest %d; "
-            .. "%d fallback(s) to a full scan in %d sequence-steps; window sizes %s", name, built,
-            t.window_total / t.steps, 100 * t.window_ones / t.steps, t.window_max, t.fallbacks, t.steps,
-            table.concat(bins, ", "))
-    end
+-- The filter's statistics (methods/gram_figures.lua; the tensor filter
+-- shares them): kept here as gram's, where the registry and the stats ask.
+for _, k in ipairs{ "histogram_labels", "empty_histogram", "summary_of", "chunk_fields", "chunk_record", "chart",
+                    "totals", "add_totals" } do
+    _M[k] = figures[k]
 end
-_M.summary = _M.summary_of("gram")
-
--- A chunk's figures as the --stats file keeps them (divgpu.stats), and their names.
-_M.chunk_fields = { "sequence_steps", "window_mean", "window_total", "window_ones", "fallbacks", "window_max_bin",
-                    "window_max_batch", "window_histogram" }
-function _M.chunk_record(g)
-    local r = {}
-    for _, k in ipairs(_M.chunk_fields) do r[k] = g[k] end
-    return r
-end
-
--- The panel divgpu plot draws of a chunk's figures.
-_M.chart = { label = "gram: mean window", value = function(g) return g.window_mean end }
-
---- The run's totals of the filter (the driver sums each finished batch's
---- `stats()` into them): steps, window_total, window_ones, fallbacks,
---- window_max, max_ratio, window_histogram.
-function _M.totals()
-    return { steps = 0, window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0, max_ratio = 0,
-             window_histogram = _M.empty_histogram() }
-end
-
---- Adds a finished batch's stats (`s`, of `sequence_steps` steps) to `t`.
-function _M.add_totals(t, s, sequence_steps)
-    t.steps = t.steps + sequence_steps
-    t.window_total = t.window_total + s.window_total
-    t.window_ones = t.window_ones + s.window_ones
-    t.fallbacks = t.fallbacks + s.fallbacks
-    t.window_max = max(t.window_max, s.window_max)
-    t.max_ratio = max(t.max_ratio, s.max_ratio)
-    for k, c in ipairs(s.window_histogram) do t.window_histogram[k] = t.window_histogram[k] + c end
-end
+_M.summary = figures.summary_of("gram")
 
 return _M

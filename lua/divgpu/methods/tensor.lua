@@ -17,10 +17,12 @@
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
+local device_profile = require "divgpu.device_profile"
 local failure = require "divgpu.failure"
 local kernel = require "divgpu.kernel"
 local batches = require "divgpu.methods.batch"
 local gram = require "divgpu.methods.gram"
+local figures = require "divgpu.methods.gram_figures"
 
 local need, catch, fail = failure.need, failure.catch, failure.fail
 local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
@@ -93,8 +95,10 @@ end
 
 --- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
 function _M.has_coopmat(ctx)
-    local info = ctx.info
-    if not (info.int8 and info.storage_buffer_8bit and info.subgroup_size == 32) then return false end
+    local info, p = ctx.info, device_profile.profile(ctx)
+    if not (p and p.int8 and p.cooperative_matrix and info.storage_buffer_8bit and p.subgroup_size == 32) then
+        return false
+    end
     for _, c in ipairs(info.cooperative_matrix or {}) do
         if c.m == 16 and c.n == 16 and c.k == 32 and c.a == "i8" and c.b == "i8" and c.c == "i32"
            and c.result == "i32" and c.scope == "subgroup" then
@@ -216,7 +220,7 @@ local function make_job(ctx, e, opts)
     local t0 = now()
     local ok, why = refusal(ctx, e)
     if not ok then fail("the tensor filter cannot run here: " .. why) end
-    local info = ctx.info
+    local info = need(device_profile.profile(ctx))
     local wg = opts.workgroup_size or device.default_workgroup(info)
     gram.check_workgroup(info, wg, "tensor")
     local capacity = opts.window_capacity or wg
@@ -426,7 +430,7 @@ function Batch:stats()
     return catch(function()
         local u = need(self.state_u32:read("u32"))
         local s = { window_total = 0, window_ones = 0, fallbacks = 0, window_max = 0,
-                    window_histogram = gram.empty_histogram(), max_ratio = 0 }
+                    window_histogram = figures.empty_histogram(), max_ratio = 0 }
         for i = 0, self.count - 1 do
             local o = i * U32_WORDS
             s.window_total = s.window_total + u[o + WINDOW_TOTAL]
@@ -442,7 +446,7 @@ function Batch:stats()
 end
 
 -- The run's totals: gram's figures, summed the same way.
-_M.totals, _M.add_totals = gram.totals, gram.add_totals
-_M.summary = gram.summary_of("tensor")
+_M.totals, _M.add_totals = figures.totals, figures.add_totals
+_M.summary = figures.summary_of("tensor")
 
 return _M
