@@ -109,8 +109,10 @@ test: deps build build/fault/divgpu.so
 
 # The peers' byte tests on the CPU, the campaign protocol's smoke call on
 # lavapipe and the rendered tables' check (tests/peers_test.sh: it makes its
-# own virtual environment with numpy and PyTorch); then every bench script
-# that lavapipe can run, on a tiny table (tests/peers_bench_smoke.sh).
+# own virtual environment with numpy and PyTorch); then every bench script on
+# lavapipe, on tables of a few hundred items (tests/peers_bench_smoke.sh: the
+# device campaigns as their SMALL=1 dry runs; its header names the one it
+# cannot run here and why).
 test-peers: deps build
 	tests/peers_test.sh
 	DIVGPU_VALIDATION=1 tests/peers_bench_smoke.sh
