@@ -114,12 +114,18 @@ describe("rates: measured once per device and driver, cached, or a table", funct
         -- A context of its own (divgpu.device_profile keeps each context's rates).
         return require("divgpu.vk_compute").open{ device = os.getenv("DIVGPU_DEVICE") }
     end
+    local ffi = require "ffi"
+    pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
+    pcall(ffi.cdef, "int unsetenv(const char *name);")
+    -- Puts $XDG_CACHE_HOME back as it was: unset when it was (an empty value
+    -- would leave Mesa's shader cache of every later context without a folder).
+    local function restore_cache_home(saved)
+        if saved then ffi.C.setenv("XDG_CACHE_HOME", saved, 1) else ffi.C.unsetenv("XDG_CACHE_HOME") end
+    end
 
     it("measures on lavapipe and keeps the figures in the cache folder", function()
         local dir = h.tmpdir()
         local saved = os.getenv("XDG_CACHE_HOME")
-        local ffi = require "ffi"
-        pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
         ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
         local ok, err = pcall(function()
             local r = rates.of(fresh_context())
@@ -129,7 +135,7 @@ describe("rates: measured once per device and driver, cached, or a table", funct
             assert.truthy(again.source:find("the cache", 1, true), again.source)
             assert(math.abs(again.f32_chain / r.f32_chain - 1) < 1e-12, "the cache kept another rate")
         end)
-        ffi.C.setenv("XDG_CACHE_HOME", saved or "", 1)
+        restore_cache_home(saved)
         os.execute("rm -rf '" .. dir .. "'")
         assert(ok, err)
     end)
@@ -148,7 +154,7 @@ describe("rates: measured once per device and driver, cached, or a table", funct
             assert.truthy(r.source:find("cannot be written", 1, true), r.source)
             assert.are.equal(rates.KNOWN.llvmpipe.f32_chain, r.f32_chain)
         end)
-        ffi.C.setenv("XDG_CACHE_HOME", saved or "", 1)
+        restore_cache_home(saved)
         os.execute("rm -rf '" .. dir .. "'")
         assert(ok, err)
     end)
@@ -169,7 +175,7 @@ describe("rates: measured once per device and driver, cached, or a table", funct
             assert.truthy(r.source:find("a measurement", 1, true), r.source)
             assert(r.f32_chain > 0)
         end)
-        ffi.C.setenv("XDG_CACHE_HOME", saved or "", 1)
+        restore_cache_home(saved)
         os.execute("rm -rf '" .. dir .. "'")
         assert(ok, err)
     end)
