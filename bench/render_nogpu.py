@@ -79,8 +79,11 @@ def job_lines(job, rows):
         m = mirror[-1]
         scope = m["side"][len("mirror"):].strip(" ()") or "every sequence"
         agreed = m["same_as_cpu"] == "yes"
+        every = sum(by[r, "cpu"]["sha256"] == m["sha256"] for r in complete)
         note = (f"{job}: the CPU mirror (`bin/divgpu verify`, {scope}) "
-                f"{'agreed with' if agreed else '**differed from**'} the CPU method's cache of the last round")
+                + (f"agreed with the CPU method's sequences (sha256 `{m['sha256'][:8]}...`, "
+                   f"the CPU method's in {every} of {len(complete)} rounds)" if agreed
+                   else "**differed from** the CPU method's cache"))
     return lines, note
 
 
