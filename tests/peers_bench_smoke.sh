@@ -16,8 +16,7 @@
 # (tests/peers_test.py: its warm jobs serve divgpu through serve_run.lua, its
 # ceilings call peaks.lua --quick). Not run: bench/device_env.sh, the device
 # shim, which unpacks the carried packages into / (a device machine's step;
-# SMALL=1 leaves it out); bench/cpu_bench.lua and bench/cpu_numpy_peer.py
-# (no longer called by bench/no_gpu_pairs.sh; their owner decides).
+# SMALL=1 leaves it out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tests/lib.sh
