@@ -14,9 +14,8 @@
 # instrumented build and the CPU mirror.
 # Elsewhere: serve_run.lua and peaks.lua run in bench/protocol.py's smoke call
 # (tests/peers_test.py: its warm jobs serve divgpu through serve_run.lua, its
-# ceilings call peaks.lua --quick). Not run: bench/device_env.sh, the device
-# shim, which unpacks the carried packages into / (a device machine's step;
-# SMALL=1 leaves it out).
+# ceilings call peaks.lua --quick). bench/device_env.sh, the device shim,
+# unpacks its packages into folders of this test's own (on the device: into /).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tests/lib.sh
@@ -75,6 +74,17 @@ mkdir -p "$tmp/nogpu"
 smoke "whole_run_pairs.py" "1 pairs: divgpu/torch_direct" "$PY" bench/whole_run_pairs.py --embeddings "$T" \
     --starts 0:4 --length 10 --pairs 1 --peer-device cpu --out-dir "$tmp/pairs"
 smoke "no_gpu_pairs.sh (tiny)" "numpy_sgemm" bench/no_gpu_pairs.sh tiny 2 "$tmp/nogpu/raw.tsv"
+# bench/device_env.sh, the device machine's shim, with the packages it
+# carries (apt-get download, as bench/README.md says) unpacked into folders
+# of this test's own instead of / and /tmp/x: divgpu runs on its LuaJIT.
+mkdir -p "$tmp/gl/debs"
+gl_packages="libvulkan1 libglvnd0 libegl1 libopengl0 libgl1 libglx0 libgles2 luajit libluajit-5.1-2 libluajit-5.1-common lua-argparse lua-dkjson"
+(cd "$tmp/gl/debs" && apt-get download $gl_packages >/dev/null 2>&1) \
+    || { $([ "$(id -u)" = 0 ] || echo sudo) apt-get update -qq >/dev/null 2>&1; (cd "$tmp/gl/debs" && apt-get download $gl_packages >/dev/null 2>&1); } \
+    || not_ok "apt-get download of the device's packages"
+smoke "device_env.sh (unpacked into this test's folders)" $'/gl/tools/usr/bin/luajit$\n^0: llvmpipe' \
+    env DEVICE_ENV_DEBS="$tmp/gl/debs" DEVICE_ENV_ROOT="$tmp/gl/root" DEVICE_ENV_TOOLS="$tmp/gl/tools" \
+    bash -c 'source bench/device_env.sh && command -v luajit && bin/divgpu info'
 # bench/tables/fortunes.py on its first 24 fortunes: Debian's fortunes and the
 # model's wheel installed as its docstring says (when missing), then the
 # table read by divgpu, its .npy and JSON forms giving the same bytes.
