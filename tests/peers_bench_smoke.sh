@@ -98,8 +98,8 @@ fi
 smoke "tables/fortunes.py --n 24" $'fortunes.npy: 24 x 384 f32, sha256\nfortunes.json: the same values' \
     "$PY" bench/tables/fortunes.py --n 24 --out-dir "$tmp/fortunes"
 smoke "the fortunes table in divgpu: .npy and JSON, the same sequences" "^same$" bash -c '
-    bin/divgpu run --method cpu --embeddings "$0/fortunes.npy" --starts 0:8 --length 12 --out "$0/npy.json" --quiet >/dev/null &&
-    bin/divgpu run --method cpu --embeddings "$0/fortunes.json" --starts 0:8 --length 12 --out "$0/json.json" --quiet >/dev/null &&
+    bin/divgpu run --device cpu --embeddings "$0/fortunes.npy" --starts 0:8 --length 12 --out "$0/npy.json" --quiet >/dev/null &&
+    bin/divgpu run --device cpu --embeddings "$0/fortunes.json" --starts 0:8 --length 12 --out "$0/json.json" --quiet >/dev/null &&
     python3 -c "import json,sys; a,b=(json.load(open(f))[\"sequences\"] for f in sys.argv[1:]); print(\"same\" if a==b else \"differ\")" "$0/npy.json" "$0/json.json"' \
     "$tmp/fortunes"
 finish
