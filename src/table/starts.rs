@@ -109,63 +109,17 @@ fn parse_range(text: String) -> Result<Spec> {
     }
 }
 
-/// `i,j,k`: each item a whole number >= 0 as Lua's `tonumber` reads it
-/// (blanks around it, `1e2`, `3.0`, `0x10` and `0b11` included, as when the
-/// command line parsed it in Lua); an empty item is refused.
+/// `i,j,k`: each item decimal digits, blanks allowed around it (as an `A:B`
+/// bound and a line of `@FILE`); an empty item is refused.
 fn parse_list(text: &str) -> Result<Spec> {
     let mut items = Vec::new();
     for item in text.split(',') {
-        match lua_number(item) {
-            Some(s) if s.is_finite() && s.fract() == 0.0 && s >= 0.0 => items.push((item.to_string(), s)),
-            _ => return Err(refused(format!("--starts: '{item}' is not an item index"))),
+        if !all_digits(trim(item)) {
+            return Err(refused(format!("--starts: '{item}' is not an item index")));
         }
+        items.push((item.to_string(), digits_value(trim(item))));
     }
     Ok(Spec::List(items))
-}
-
-/// A number as LuaJIT's `tonumber` reads a string: blanks around it, a
-/// sign, then decimal (fraction and exponent allowed), `0x` hexadecimal or
-/// `0b` binary digits (a fraction or exponent after those is not taken).
-fn lua_number(item: &str) -> Option<f64> {
-    let s = trim(item);
-    let (negative, body) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let value = match body.get(..2) {
-        Some("0x") | Some("0X") => radix_value(&body[2..], 16)?,
-        Some("0b") | Some("0B") => radix_value(&body[2..], 2)?,
-        _ => decimal_value(body)?,
-    };
-    Some(if negative { -value } else { value })
-}
-
-fn radix_value(digits: &str, radix: u32) -> Option<f64> {
-    if digits.is_empty() {
-        return None;
-    }
-    digits.chars().try_fold(0.0f64, |v, c| Some(v * f64::from(radix) + f64::from(c.to_digit(radix)?)))
-}
-
-/// Digits with an optional fraction (at least one digit in all), then an
-/// optional exponent; nothing else (no `inf`, `nan` or `_`).
-fn decimal_value(s: &str) -> Option<f64> {
-    let (mantissa, exponent) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
-    if !digits(int) || !digits(frac) || int.len() + frac.len() == 0 {
-        return None;
-    }
-    if let Some(e) = exponent {
-        if !all_digits(e.strip_prefix(['+', '-']).unwrap_or(e)) {
-            return None;
-        }
-    }
-    s.parse::<f64>().ok()
 }
 
 impl Spec {
@@ -321,8 +275,8 @@ mod tests {
         assert_eq!(spec("7,3,299").starts(300).unwrap(), vec![7, 3, 299]);
         // Repeats kept, in order (docs/cli.md#starts: "repeats allowed").
         assert_eq!(spec("7,3,7,3").starts(8).unwrap(), vec![7, 3, 7, 3]);
-        // As Lua's tonumber read a list's items before the grammar moved here.
-        assert_eq!(spec(" 1 ,1e1,3.0,0x10,0b11,+2,-0").starts(20).unwrap(), vec![1, 10, 3, 16, 3, 2, 0]);
+        // Blanks around an item, as around a range's bounds.
+        assert_eq!(spec(" 1 ,10, 3").starts(20).unwrap(), vec![1, 10, 3]);
         assert_eq!(spec("sample:3:9").starts(10).unwrap(), sample(10, 3, 9).unwrap());
         assert_eq!(spec("@some/file"), Spec::File(b"some/file".to_vec()));
         let (_f, p) = file("5\n1\n5\n");
@@ -348,7 +302,8 @@ mod tests {
         assert_eq!(refusal("1,300", 300), "--starts: 300 is out of range: the table has 300 items (0..299)");
         assert_eq!(refusal("1:x", 300), "--starts '1:x': expected A:B (half-open range), a list i,j,k, @FILE or sample:K:SEED");
         assert_eq!(refusal("1:2:3", 300), "--starts '1:2:3': expected A:B (half-open range), a list i,j,k, @FILE or sample:K:SEED");
-        for bad in ["1.5", "-1", "x", "", " ", "inf", "nan", "1e", "0x", "1_0", "1e400"] {
+        // Decimal digits only: what Lua's tonumber also took (exponents, 3.0, hex, binary, signs) is refused.
+        for bad in ["1.5", "-1", "x", "", " ", "inf", "nan", "1e", "0x", "1_0", "1e400", "1e1", "3.0", "0x10", "0b11", "+2", "-0"] {
             assert_eq!(refusal(&format!("2,{bad}"), 300), format!("--starts: '{bad}' is not an item index"), "{bad}");
         }
         assert_eq!(refusal("1,", 300), "--starts: '' is not an item index");
