@@ -87,11 +87,20 @@ describe("cost: a CPU device (lavapipe) achieves its own fractions of its rates"
     end
     local j = job(2103, 384, 64, 2103)
 
-    it("the Gram step costs CPU_DEVICE's bytes a candidate-step there, G's build the same fraction", function()
-        local gpu, cpu = cost.gram_seconds(j, on(nil)), cost.gram_seconds(j, on("cpu"))
+    it("the Gram step costs CPU_DEVICE's bytes a candidate-step there", function()
+        local gpu = cost.gram_seconds(j, on(nil)) - cost.gram_build_seconds(j, on(nil))
+        local cpu = cost.gram_seconds(j, on("cpu")) - cost.gram_build_seconds(j, on("cpu"))
         local steps = j.sequences * (j.length - 1) * j.n / LAVAPIPE.rates.copy
         local extra = steps * (cost.CPU_DEVICE.gram_bytes_per_candidate_step - cost.GRAM_BYTES_PER_CANDIDATE_STEP)
         assert.is_true(math.abs(cpu - gpu - extra) < 1e-9 * cpu, cpu .. " " .. gpu)
+    end)
+
+    it("G's build at CPU_DEVICE's fraction of the f64 rate there (G's write at the copy rate on both)", function()
+        local write = j.n * j.n * 4 / LAVAPIPE.rates.copy
+        local gpu = cost.gram_build_seconds(j, on(nil)) - write
+        local cpu = cost.gram_build_seconds(j, on("cpu")) - write
+        local ratio = cost.EFFICIENCY.gram_build / cost.CPU_DEVICE.efficiency.gram_build
+        assert.is_true(math.abs(cpu / gpu - ratio) < 1e-9, cpu .. " " .. gpu)
     end)
 
     it("the direct shapes at CPU_DEVICE's efficiencies there", function()
@@ -174,6 +183,34 @@ describe("rates: measured once per device and driver, cached, or a table", funct
             local r = rates.of(ctx)
             assert.truthy(r.source:find("a measurement", 1, true), r.source)
             assert(r.f32_chain > 0)
+        end)
+        restore_cache_home(saved)
+        os.execute("rm -rf '" .. dir .. "'")
+        assert(ok, err)
+    end)
+
+    it("twin: an older measurement's figures (no `measurement`, or another) are measured again; this one's are read", function()
+        local dir = h.tmpdir()
+        local saved = os.getenv("XDG_CACHE_HOME")
+        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
+        local ok, err = pcall(function()
+            local ctx = fresh_context()
+            local path = string.format("%s/divgpu/rates/%s-%s.json", dir, ctx.info.device_uuid, tostring(ctx.info.driver_version))
+            os.execute("mkdir -p '" .. dir .. "/divgpu/rates'")
+            local figures = '"f32_chain": 7, "f64_fma": 7, "copy": 7, "dispatch": 7'
+            for _, extra in ipairs{ "", ', "measurement": 1', ', "measurement": 2' } do
+                local f = assert(io.open(path, "w"))
+                f:write("{" .. figures .. extra .. "}")
+                f:close()
+                local r = rates.of(ctx)
+                if extra:find("2", 1, true) then
+                    assert.are.equal(7, r.f32_chain)
+                    assert.truthy(r.source:find("the cache", 1, true), r.source)
+                else
+                    assert.truthy(r.source:find("a measurement", 1, true), extra .. ": " .. r.source)
+                    assert(r.f32_chain ~= 7, extra)
+                end
+            end
         end)
         restore_cache_home(saved)
         os.execute("rm -rf '" .. dir .. "'")

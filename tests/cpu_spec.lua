@@ -137,3 +137,37 @@ describe("divgpu.cpu's figures", function()
         assert.has_error(function() divgpu.cpu.run{ embeddings = e, starts = { 3 }, length = 5, prefix = { 4, 1 }, from = 2 } end)
     end)
 end)
+
+describe("the CPU method's rates (divgpu.methods.cpu)", function()
+    local ffi = require "ffi"
+    pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
+    pcall(ffi.cdef, "int unsetenv(const char *name);")
+
+    it("measured once and cached; an older measurement's file (no `measurement`, or another) is measured again", function()
+        local cpu = require "divgpu.methods.cpu"
+        local dir = h.tmpdir()
+        local saved = os.getenv("XDG_CACHE_HOME")
+        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
+        local ok, err = pcall(function()
+            local first = cpu.rates(cpu.host_context(2))
+            local path = first.source:match("^a measurement, kept in (.+)$")
+            assert(path, first.source)
+            assert.truthy(cpu.rates(cpu.host_context(2)).source:find("the cache", 1, true))
+            for _, extra in ipairs{ "", ', "measurement": 1', ', "measurement": 2' } do
+                local f = assert(io.open(path, "w"))
+                f:write('{"build": 7, "step": 7, "direct": 7' .. extra .. "}")
+                f:close()
+                local r = cpu.rates(cpu.host_context(2))
+                if extra:find("2", 1, true) then
+                    assert.are.equal(7, r.step)
+                else
+                    assert.truthy(r.source:find("a measurement", 1, true), extra .. ": " .. r.source)
+                    assert(r.step ~= 7, extra)
+                end
+            end
+        end)
+        if saved then ffi.C.setenv("XDG_CACHE_HOME", saved, 1) else ffi.C.unsetenv("XDG_CACHE_HOME") end
+        os.execute("rm -rf '" .. dir .. "'")
+        assert(ok, err)
+    end)
+end)

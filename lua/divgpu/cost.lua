@@ -49,19 +49,23 @@ _M.GRAM_BYTES_PER_CANDIDATE_STEP = 40
 -- A CPU device (lavapipe: rates.type "cpu") achieves other fractions of its
 -- rates: no shared memory faster than its caches, barriers that cost whole
 -- loops, the contract's fma emulated. Measured on the 2-core development
--- machine (Xeon, lavapipe 15, 2026-12-05, the poems, under other work: load
--- about 3) against the rates rates.comp measured there: G's build 2.42-2.84
--- s for N = 2,103 (0.35 holds); the gemm shape 28.6 s for 32 x 99
--- sequence-steps (0.146 of the chain rate), baseline 3.47 s for 8 x 49
--- (0.148); the Gram step 10.1 s for 64 x 2,102 and 3.93 s for 256 x 199
--- sequence-steps, 223-228 bytes a candidate-step at the measured copy rate
--- (the step's fixed work, barriers and the window's emulated chain, dominates
--- there). tests/estimates_test.sh checks the estimates within 2x of the runs.
--- On the same machine idle (load under 2, rates measured afresh) the runs
--- took 0.56-0.59 of those estimates (gram 3.43 s for 5.79, gemm 3.40 for
--- 6.02, baseline 1.64 for 2.97): the step figures are scaled by 1.3, between the
--- loaded and the idle machine, so either stays well inside 2x.
-_M.CPU_DEVICE = { efficiency = { gram_build = 0.35, gemm = 0.19, baseline = 0.19, tensor = 0.308 },
+-- machine (Xeon, lavapipe 15, 2026-12-05, the poems, load about 1) against
+-- the rates rates.comp measured there (measurement 2: chain 2.67e9 fmas/s,
+-- f64 3.34e10, copy 5.70e9 bytes/s): G's build 1.6-2.2 s for N = 2,103
+-- (0.0134 of the f64 rate at 1.9 s; 2.42-2.84 s under a load of 3 the day
+-- before); the gemm shape 2.55-3.25 s of GPU time for 8 x 39
+-- sequence-steps in tiles of 16 sequences (0.061 of the chain rate for the
+-- 16 rows paid, at 3.11 s), baseline 1.37-1.54 s (0.061 at 1.54 s). The
+-- build's and the direct shapes' figures are set about 1.3x slower than the
+-- idle runs, between the idle and the loaded machine, so either stays inside
+-- 2x. The Gram step: 1.7 s for 32 x 399 and 2.16 s for 256 x 199
+-- sequence-steps, 361 and 115 bytes a candidate-step at the measured copy
+-- rate (the step's fixed work, barriers and the window's emulated chain,
+-- dominates there, more so for few sequences); 175 bytes puts the whole
+-- jobs' estimates at 0.81x and 1.5x of those runs (3.16 s for 3.90, 5.62 s
+-- for 3.76). tests/estimates_test.sh checks the estimates within 2x of the
+-- runs, with rates measured afresh.
+_M.CPU_DEVICE = { efficiency = { gram_build = 0.011, gemm = 0.05, baseline = 0.047, tensor = 0.308 },
                   gram_bytes_per_candidate_step = 175 }
 
 --- The efficiencies and the Gram step's bytes for a device's rates.
