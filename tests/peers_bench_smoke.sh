@@ -73,7 +73,8 @@ smoke "device_call.sh -> acceptance_campaign.sh parity (SMALL=1; gram_parity.lua
 mkdir -p "$tmp/nogpu"
 smoke "whole_run_pairs.py" "1 pairs: divgpu/torch_direct" "$PY" bench/whole_run_pairs.py --embeddings "$T" \
     --starts 0:4 --length 10 --pairs 1 --peer-device cpu --out-dir "$tmp/pairs"
-smoke "no_gpu_pairs.sh (tiny)" "numpy_sgemm" bench/no_gpu_pairs.sh tiny 2 "$tmp/nogpu/raw.tsv"
+smoke "no_gpu_pairs.sh (tiny)" $'torch_gram\ntorch_direct' env PEERS_PYTHON="$PY" bench/no_gpu_pairs.sh tiny 2 "$tmp/nogpu/raw.tsv"
+check "no_gpu_pairs.sh (tiny): the ceilings of both rounds" test "$(grep -c '^tiny' "$tmp/nogpu/ceilings.tsv" 2>/dev/null)" = 2
 # bench/device_env.sh, the device machine's shim, with the packages it
 # carries (apt-get download, as bench/README.md says) unpacked into folders
 # of this test's own instead of / and /tmp/x: divgpu runs on its LuaJIT.

@@ -5,9 +5,11 @@ Prints one JSON line; the median of the timed repeats, each after a warm-up.
 The Vulkan side's own peaks (f32/f64 FMA, int8 cooperative matrices) come
 from bench/peaks.lua in the same call where the campaign runs it.
 
-  python3 bench/peers/ceilings.py [--device cuda|cpu] [--copy-gib 4] [--repeats 20] [--small]
+  python3 bench/peers/ceilings.py [--device cuda|cpu] [--copy-gib 4] [--repeats 20] [--size M] [--small]
 
---small (the smoke test on a CPU): 64 MiB copies, 512-square products, 3 repeats.
+--size: the products' side (default 8192; a 2-core CPU wants 2048, a few
+tenths of a second a product). --small (the smoke test on a CPU): 64 MiB
+copies, 512-square products, 3 repeats.
 """
 
 import argparse
@@ -35,10 +37,11 @@ def main():
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--copy-gib", type=float, default=4)
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--size", type=int, default=8192, help="the products' side M (M x M by M x M)")
     p.add_argument("--small", action="store_true")
     a = p.parse_args()
     if a.small:
-        a.copy_gib, a.repeats = 1 / 16, 3
+        a.copy_gib, a.repeats, a.size = 1 / 16, 3, 512
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -48,7 +51,7 @@ def main():
     med, lo, hi = timed(lambda: y.copy_(x), a.repeats, sync)
     copy = 2 * x.numel() * 4 / med / 1e12  # bytes read + bytes written
     del x, y
-    m = 512 if a.small else 8192
+    m = a.size
     out = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
            "copy_tb_per_s": copy, "copy_seconds": [med, lo, hi], "torch": torch.__version__, "size": m}
     for name, dtype in (("sgemm", torch.float32), ("dgemm", torch.float64)):
