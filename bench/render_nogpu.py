@@ -8,7 +8,12 @@ sequences, and the issue's target where one applies (met only if every
 round's wall ratio meets it). Under the table, per job, the mirror's word on
 the CPU method's cache (the raw file's `mirror` row) and the load the
 machine carried (load.tsv beside the raw file, sampled while the rounds
-ran). A job is rendered with its complete rounds (every side run), their
+ran). Under each job's sides, its two floors on this machine, from the
+ceilings measured in the same rounds (ceilings.tsv beside the raw file:
+PyTorch's copy, SGEMM and DGEMM rates): the direct algorithm's (every
+score's S (L-1) N D products at the SGEMM rate: no SGEMM-per-step peer can
+be faster) and the Gram filter's (G's N (N+1)/2 D products at the DGEMM
+rate, then 4 bytes of G read a candidate-step at the copy rate). A job is rendered with its complete rounds (every side run), their
 count in its first cell; one without any is not.
 
   python3 bench/render_nogpu.py [--check]
@@ -22,7 +27,7 @@ import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results" / "2026-12-05b_nogpu"
+RESULTS = ROOT / "bench" / "results" / "2026-12-05c_nogpu"
 BEGIN, END = "<!-- BEGIN rendered: bench/render_nogpu.py -->", "<!-- END rendered -->"
 JOBS = {"poems": "the shipped poems, every start in full (`make run`'s job: 2,103 x 2,103 steps)",
         "fortunes": "Debian's fortunes, 4,000 x 384 (`bench/tables/fortunes.py`), 512 starts (`sample:512:1`) x 200 steps",
@@ -30,7 +35,16 @@ JOBS = {"poems": "the shipped poems, every start in full (`make run`'s job: 2,10
 SIDES = [("cpu", "divgpu, CPU method"),
          ("lavapipe", "divgpu on lavapipe"),
          ("numpy_filtered", "numpy: SGEMM + proven bound + the chain in the window (`numpy_filtered.py`; the contract's bytes)"),
-         ("numpy_sgemm", "numpy: plain SGEMM (`numpy_direct.py --chain sgemm`; **timing only**)")]
+         ("numpy_sgemm", "numpy: plain SGEMM (`numpy_direct.py --chain sgemm`; **timing only**)"),
+         ("torch_gram", "PyTorch: the Gram filter with divgpu's certificate (`torch_gram.py --device cpu`; the contract's bytes)"),
+         ("torch_direct", "PyTorch direct: one SGEMM a step (`torch_direct.py --device cpu`; **timing only**)")]
+# The floors (seconds) from a ceilings.tsv row: (label, function of the row).
+FLOORS = [("floor of the direct algorithm: S (L-1) N D products at the SGEMM rate measured in the round",
+           lambda c: 2 * c["sequences"] * (c["length"] - 1) * c["n"] * c["dim"] / c["sgemm_flops"]),
+          ("floor of the Gram filter: G's N (N+1)/2 D products at the DGEMM rate, 4 bytes of G a candidate-step "
+           "at the copy rate",
+           lambda c: c["n"] * (c["n"] + 1) * c["dim"] / c["dgemm_flops"]
+           + 4 * c["sequences"] * (c["length"] - 1) * c["n"] / c["copy_bytes_per_s"])]
 # The no-GPU acceptance's targets (the CPU method at least this much faster): (job, side) -> the least ratio of its wall to the CPU method's.
 TARGETS = {("poems", "lavapipe"): 10, ("poems", "numpy_filtered"): 2, ("fortunes", "numpy_filtered"): 3}
 
@@ -46,6 +60,35 @@ def span(values):
 
 def ratio_span(ratios):
     return f"{statistics.median(ratios):.1f}x ({min(ratios):.1f}-{max(ratios):.1f})"
+
+
+def ceilings_of(job):
+    """The job's ceilings.tsv rows by round, their numbers as floats."""
+    path = RESULTS / "ceilings.tsv"
+    if not path.exists():
+        return {}
+    return {r["round"]: {k: float(v) for k, v in r.items() if k not in ("job", "round", "torch")}
+            for r in rows_of(path) if r["job"] == job}
+
+
+def floor_lines(job, complete, by):
+    """The job's floors, each round's over that round's CPU-method wall."""
+    ceilings = ceilings_of(job)
+    rounds = [r for r in complete if r in ceilings]
+    lines = []
+    for label, floor in FLOORS if rounds else []:
+        secs = [floor(ceilings[r]) for r in rounds]
+        ratios = [floor(ceilings[r]) / float(by[r, "cpu"]["wall_s"]) for r in rounds]
+        lines.append(f"|  | {label} | {span_fine(secs)} |  | {ratio_span_fine(ratios)} |  |  |  |")
+    return lines
+
+
+def span_fine(values):
+    return f"{statistics.median(values):.3g} ({min(values):.3g}-{max(values):.3g})"
+
+
+def ratio_span_fine(ratios):
+    return f"{statistics.median(ratios):.3g}x ({min(ratios):.3g}-{max(ratios):.3g})"
 
 
 def job_lines(job, rows):
@@ -73,6 +116,7 @@ def job_lines(job, rows):
                                           else f">= {want}x: **missed** (met in {met}/{len(wr)} rounds)")
         lines.append(f"| {name if side == 'cpu' else ''} | {label} | {span(walls)} | {span(cpus)} | {wall_ratio} | {cpu_ratio} "
                      f"| {same}/{len(complete)} | {target} |")
+    lines += floor_lines(job, complete, by)
     mirror = [r for (rnd, side), r in by.items() if rnd == "0" and side.startswith("mirror")]
     note = None
     if mirror:
@@ -107,10 +151,10 @@ def render():
     load = RESULTS / "load.tsv"
     if load.exists():
         l1 = [float(r["load1"]) for r in rows_of(load)]
-        body.append(f"The machine's 1-minute load average while the rounds ran (2 cores, shared with other engineers' "
-                    f"builds and tests): median {statistics.median(l1):.1f}, {min(l1):.1f}-{max(l1):.1f} "
-                    f"([`{load.relative_to(ROOT)}`]({load.relative_to(ROOT)})), so the walls carry the load; "
-                    f"the CPU seconds and their ratios carry less of it.")
+        body.append(f"The machine's 1-minute load average while the rounds ran (2 cores; the rounds themselves load "
+                    f"both): median {statistics.median(l1):.1f}, {min(l1):.1f}-{max(l1):.1f} "
+                    f"([`{load.relative_to(ROOT)}`]({load.relative_to(ROOT)})); above 2, other work shared the "
+                    f"cores, which the walls carry and the CPU seconds and their ratios carry less.")
         body.append("")
     body.append(f"Raw: [`{raw.relative_to(ROOT)}`]({raw.relative_to(ROOT)}) (`bench/no_gpu_pairs.sh JOB ROUNDS RAW`); "
                 f"machine: {machine}. Each side is a whole command (process start, table load, set-up, writing).")
