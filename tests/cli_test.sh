@@ -217,6 +217,10 @@ expect_fail "--memory-budget with method direct" "it does not apply to --method 
 expect_fail "--workgroup-size with shape gemm" "--workgroup-size applies to the scanning shapes, gram and tensor, not to --shape gemm" \
     "${run_keep[@]}" --method direct --shape gemm --workgroup-size 32
 expect_fail "--layout with method tensor" "--layout applies to --method direct and gram" "${run_keep[@]}" --method tensor --layout rows
+expect_fail "--workgroup-size with method cpu" "--workgroup-size applies to --method direct, gram and tensor; the cpu method runs no Vulkan workgroups" \
+    "${run_keep[@]}" --method cpu --workgroup-size 32
+expect_fail "--workgroup-size with device cpu (auto: the CPU method)" "the cpu method runs no Vulkan workgroups (--device cpu)" \
+    "${run_keep[@]}" --device cpu --workgroup-size 32
 expect_ok "--workgroup-size with shape auto weighs the reference only" "${run_keep[@]/keep.json/wg.json}" --method direct \
     --workgroup-size 32 --starts 0:4 --length 10
 grep -q "^divgpu: method direct (direct: asked for (the direct method needs nothing beyond the contract))" "$tmp/stderr" && ! grep -q "gemm" "$tmp/stderr" \

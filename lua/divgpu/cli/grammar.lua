@@ -70,7 +70,7 @@ local function run_command(p)
     run:option("--tile-size", "Candidates per tile for tiled shapes, or auto (from the L2 size). Default: auto.")
     run:option("--l2-bytes", "L2 size in bytes for --tile-size auto (default: known-device table).")
     run:flag("--measure-l2", "Measure the L2 size for --tile-size auto instead of using the table.")
-    run:option("--workgroup-size", "Threads per sequence (default: 256 on a GPU, 64 on a CPU device).")
+    run:option("--workgroup-size", "Threads per sequence of the Vulkan methods (default: 256 on a GPU, 64 on a CPU device; not with --method cpu).")
     run:flag("--wait", "If another run is writing --out (it holds OUT.lock), wait for it instead of refusing.")
     run:flag("--restart", "Discard OUT.checkpoint/ (what an interrupted run of another job left) "
         .. "instead of refusing it. A checkpoint of this same job is resumed without it.")

@@ -114,14 +114,17 @@ local function default_layouts()
     return concat(list, ", ")
 end
 
---- The methods whose jobs take a layout.
-local function layout_methods()
+--- The methods whose jobs take the run option `key` (a method's `options`).
+local function methods_taking(key)
     local list = {}
     for _, m in ipairs(methods.modules()) do
-        if m.options.layout then list[#list + 1] = m.name end
+        if m.options[key] then list[#list + 1] = m.name end
     end
     return list
 end
+
+--- The methods whose jobs take a layout.
+local function layout_methods() return methods_taking("layout") end
 
 --- Whether `shape` (a direct shape) is tiled: its descriptor needs a tile.
 function _M.tiled(shape)
@@ -285,6 +288,12 @@ end
 local function check_method_options(a)
     if a.workgroup_size and a.shape == "gemm" then
         fail("--workgroup-size applies to the scanning shapes, gram and tensor, not to --shape gemm (its tiling sets its threads)")
+    end
+    -- The host's cores (--device cpu: the CPU method) run no workgroups.
+    local method = a.device == "cpu" and a.method == "auto" and "cpu" or a.method
+    if a.workgroup_size and method ~= "auto" and not methods.get(method).options.workgroup_size then
+        fail("--workgroup-size applies to --method %s; the %s method runs no Vulkan workgroups%s",
+            in_words(methods_taking("workgroup_size")), method, a.device == "cpu" and " (--device cpu)" or "")
     end
     if a.layout and a.method ~= "auto" and not methods.get(a.method).options.layout then
         fail("--layout applies to --method %s; the %s method reads the table its own way", in_words(layout_methods()),

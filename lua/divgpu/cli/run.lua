@@ -8,6 +8,7 @@
 
 local divgpu = require "divgpu"
 local device = require "divgpu.device"
+local device_profile = require "divgpu.device_profile"
 local driver = require "divgpu.driver"
 local failure = require "divgpu.failure"
 local methods = require "divgpu.methods"
@@ -133,14 +134,16 @@ function _M.check_workgroup(a, contexts, method)
     if not a.workgroup_size or method == "cpu" then return end
     local wg = positive_integer(a.workgroup_size, "--workgroup-size")
     for _, ctx in ipairs(contexts) do
-        local info = ctx.info
-        local most = info and math.min(info.max_workgroup_size, info.max_workgroup_invocations)
+        -- The host's cores (a table, not a Vulkan context) run no workgroups.
+        if type(ctx) ~= "userdata" then goto next_device end
+        local info = need(device_profile.profile(ctx))
+        local most = math.min(info.max_workgroup_size, info.max_workgroup_invocations)
         if most and wg > most then
             failure.usage(string_format("--workgroup-size %.0f: device '%s' runs at most %d threads a workgroup "
                 .. "(maxComputeWorkGroupSize %d, maxComputeWorkGroupInvocations %d)", wg, info.name, most,
                 info.max_workgroup_size, info.max_workgroup_invocations))
         end
-        local sub = info and info.subgroup_size or 0
+        local sub = info.subgroup_size or 0
         if WHOLE_SUBGROUPS[method] and sub > 0 and wg > sub and wg % sub ~= 0 then
             local below = wg - wg % sub
             failure.usage(string_format("--workgroup-size %d: the %s kernel combines whole subgroups: it takes a "
@@ -148,6 +151,7 @@ function _M.check_workgroup(a, contexts, method)
                 .. "subgroup is left out of gl_NumSubgroups on lavapipe", wg, method, info.name, sub, sub,
                 below, below + sub))
         end
+        ::next_device::
     end
 end
 

@@ -126,7 +126,7 @@ end
 function _M.may_fit(ctx, e)
     local no_coopmat = _M.coopmat_unavailable(ctx)
     if no_coopmat then return nil, no_coopmat end
-    if not ctx.info.int64 then return nil, string_format("device '%s' lacks shaderInt64", ctx.info.name) end
+    if not need(device_profile.profile(ctx)).int64 then return nil, string_format("device '%s' lacks shaderInt64", ctx.info.name) end
     if e.dim > divgpu.jobs.tensor_max_dim then
         return nil, string_format("the int32 sums are exact for D <= %d; the table has D = %d", divgpu.jobs.tensor_max_dim, e.dim)
     end
@@ -141,7 +141,7 @@ end
 
 -- fits' refusals that need no slices: nil, why; or true.
 local function refusal(ctx, e)
-    if not ctx.info.int64 then
+    if not need(device_profile.profile(ctx)).int64 then
         return nil, string_format("device '%s' lacks shaderInt64, which the tensor filter needs", ctx.info.name)
     end
     local ok, why = device.table_fits(ctx, e, 4)
