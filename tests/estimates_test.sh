@@ -5,8 +5,8 @@
 # device's rates; the cpu method's on the host's cores, from its cached
 # rates) is within 2x of the run's measured `done in` wall time. Twin: the
 # same check on an estimate made 10x off (too high, and too low) must fail.
-# The machine is shared: a check that fails here under a heavy load says
-# so with both figures (estimate, measured).
+# The machine is shared: a job outside 2x is estimated and run once more
+# (each try printed with the load), and fails only when both tries miss.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tests/lib.sh
@@ -37,19 +37,25 @@ measure() {
     while [ "$1" != "--" ]; do plan_args+=("$1"); shift; done
     shift
     run_args=("$@")
-    local line est wall
-    line=$($divgpu run --embeddings $E "${plan_args[@]}" --plan-only 2>&1 | head -1)
-    est=$(seconds "$line" "$key")
-    rm -rf "$tmp/m.json" "$tmp/m.json.checkpoint"
-    $divgpu run --embeddings $E "${run_args[@]}" --out "$tmp/m.json" 2>"$tmp/m.err" >/dev/null
-    wall=$(sed -n 's/^divgpu: done in \([0-9.]*\) s wall.*/\1/p' "$tmp/m.err")
-    if [ "$est" = none ] || [ -z "$wall" ]; then
-        not_ok "$name: estimate and run" "plan: $line"$'\n'"$(cat "$tmp/m.err")"
-        return
-    fi
-    echo "# $name: estimated $est s, measured $wall s"
+    local line est wall attempt
+    # A second try where the first is outside 2x: the machine is shared, and
+    # a burst of other work during one run (or the estimate's plan) is not
+    # the estimate's error; an estimate that is wrong misses both.
+    for attempt in 1 2; do
+        line=$($divgpu run --embeddings $E "${plan_args[@]}" --plan-only 2>&1 | head -1)
+        est=$(seconds "$line" "$key")
+        rm -rf "$tmp/m.json" "$tmp/m.json.checkpoint"
+        $divgpu run --embeddings $E "${run_args[@]}" --out "$tmp/m.json" 2>"$tmp/m.err" >/dev/null
+        wall=$(sed -n 's/^divgpu: done in \([0-9.]*\) s wall.*/\1/p' "$tmp/m.err")
+        if [ "$est" = none ] || [ -z "$wall" ]; then
+            not_ok "$name: estimate and run" "plan: $line"$'\n'"$(cat "$tmp/m.err")"
+            return
+        fi
+        echo "# $name: estimated $est s, measured $wall s (try $attempt, load $(cut -d' ' -f1 /proc/loadavg))"
+        within2 "$est" "$wall" && break
+    done
     if within2 "$est" "$wall"; then ok "$name: estimate $est s within 2x of $wall s"
-    else not_ok "$name: estimate $est s not within 2x of the measured $wall s"; fi
+    else not_ok "$name: estimate $est s not within 2x of the measured $wall s (both tries)"; fi
     local high low
     high=$(python3 -c "print(10 * $est)") low=$(python3 -c "print($est / 10)")
     if within2 "$high" "$wall"; then not_ok "twin: $name's estimate x10 passes the check"
