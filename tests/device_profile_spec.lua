@@ -22,6 +22,19 @@ local function measured_loop_cap(ctx)
 end
 
 --- The fields where profile `p` disagrees with the independent readings
+--- What the tensor filter's products need, read from the Vulkan limits here:
+--- int8 16 x 16 x 32 subgroup matrices into int32, 8-bit storage, int8, subgroups of 32.
+local function int8_matrices(info)
+    if not (info.int8 and info.storage_buffer_8bit and info.subgroup_size == 32) then return false end
+    for _, c in ipairs(info.cooperative_matrix or {}) do
+        if c.m == 16 and c.n == 16 and c.k == 32 and c.a == "i8" and c.b == "i8" and c.c == "i32"
+           and c.result == "i32" and c.scope == "subgroup" then
+            return true
+        end
+    end
+    return false
+end
+
 --- (`info`: the Vulkan limits; `seen`: { fma, denormals, loop_cap } measured here).
 local function disagreements(p, info, seen)
     local wrong = {}
@@ -35,6 +48,7 @@ local function disagreements(p, info, seen)
         wrong[#wrong + 1] = "storage_range"
     end
     if p.cooperative_matrix ~= (#info.cooperative_matrix > 0) then wrong[#wrong + 1] = "cooperative_matrix" end
+    if p.int8_matrices ~= int8_matrices(info) then wrong[#wrong + 1] = "int8_matrices" end
     if p.fma ~= seen.fma then wrong[#wrong + 1] = "fma" end
     if p.denormals_seen ~= seen.denormals then wrong[#wrong + 1] = "denormals_seen" end
     if p.loop_cap ~= seen.loop_cap then wrong[#wrong + 1] = "loop_cap" end
@@ -100,7 +114,21 @@ describe("the device profile", function()
         wrong = copy(p)
         wrong.loop_cap = false
         assert.are.same({ "loop_cap" }, disagreements(wrong, ctx.info, seen))
+        wrong = copy(p)
+        wrong.int8_matrices = not p.int8_matrices
+        assert.are.same({ "int8_matrices" }, disagreements(wrong, ctx.info, seen))
     end)
+
+    it("twin: a device with the int8 16 x 16 x 32 shape but subgroups of 8 has no int8 matrices (the rule read here)",
+        function()
+            local info = copy(ctx.info)
+            info.int8, info.storage_buffer_8bit, info.subgroup_size = true, true, 32
+            info.cooperative_matrix = { { m = 16, n = 16, k = 32, a = "i8", b = "i8", c = "i32", result = "i32",
+                                          scope = "subgroup" } }
+            assert.is_true(int8_matrices(info))
+            info.subgroup_size = 8
+            assert.is_false(int8_matrices(info))
+        end)
 
     it("twin: a wrong subgroup size changes a consumer's decision (gram's workgroup check)", function()
         local wg = 3 * p.subgroup_size  -- whole subgroups of the device's size

@@ -10,6 +10,7 @@
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::{Error, Result};
+use crate::gpu::adapter::CoopMatShape;
 use crate::gpu::buffer::Buffer;
 use crate::gpu::commands::Recorder;
 use crate::gpu::device::Device;
@@ -76,6 +77,10 @@ pub struct DeviceProfile {
     pub buffer_device_address: bool,
     /// The device offers cooperative-matrix shapes (tensor cores).
     pub cooperative_matrix: bool,
+    /// What the tensor filter's products need (shaders/tensor_coopmat.comp):
+    /// int8 16 x 16 x 32 subgroup matrices summing into int32, 8-bit storage
+    /// buffers and int8 arithmetic, in subgroups of 32.
+    pub int8_matrices: bool,
     /// None on a CPU device (no register file to plan by).
     pub registers: Option<RegisterBudget>,
 }
@@ -106,9 +111,21 @@ impl DeviceProfile {
             int8: i.int8,
             buffer_device_address: i.buffer_device_address,
             cooperative_matrix: !i.cooperative_matrix.is_empty(),
+            int8_matrices: i.int8 && i.storage_buffer_8bit && int8_matrices(i.subgroup_size, &i.cooperative_matrix),
             registers: registers_of(i.device_type),
         })
     }
+}
+
+/// Whether subgroups of `subgroup_size` with these shapes can run the
+/// tensor filter's products: int8 16 x 16 x 32 into int32, in subgroups of 32.
+fn int8_matrices(subgroup_size: u32, shapes: &[CoopMatShape]) -> bool {
+    let shape = |c: &CoopMatShape| {
+        (c.m, c.n, c.k) == (16, 16, 32)
+            && (c.a, c.b, c.c, c.result) == ("i8", "i8", "i32", "i32")
+            && c.scope == "subgroup"
+    };
+    subgroup_size == 32 && shapes.iter().any(shape)
 }
 
 /// The profiles made so far, by device; a dropped device's entry goes at the
@@ -167,5 +184,21 @@ mod tests {
         assert_eq!(registers_of("cpu"), None);
         assert_eq!(registers_of("discrete"), Some(GPU_REGISTERS));
         assert_eq!(GPU_REGISTERS.file, 65536);
+    }
+
+    fn shape(k: u32, a: &'static str, scope: &'static str) -> CoopMatShape {
+        CoopMatShape { m: 16, n: 16, k, a, b: a, c: "i32", result: "i32", saturating: false, scope }
+    }
+
+    #[test]
+    fn int8_matrices_need_the_int8_16x16x32_shape_in_subgroups_of_32() {
+        let h200 = [shape(16, "f16", "subgroup"), shape(32, "i8", "subgroup")];
+        assert!(int8_matrices(32, &h200));
+        // Twins: each part of the rule missing.
+        assert!(!int8_matrices(8, &h200), "subgroups of 8");
+        assert!(!int8_matrices(32, &[shape(16, "f16", "subgroup")]), "no int8 shape");
+        assert!(!int8_matrices(32, &[shape(32, "u8", "subgroup")]), "unsigned operands");
+        assert!(!int8_matrices(32, &[shape(32, "i8", "workgroup")]), "another scope");
+        assert!(!int8_matrices(32, &[]), "no shapes");
     }
 }

@@ -37,6 +37,7 @@ pub fn table(lua: &Lua, p: &DeviceProfile) -> mlua::Result<LuaTable> {
     t.set("int8", p.int8)?;
     t.set("buffer_device_address", p.buffer_device_address)?;
     t.set("cooperative_matrix", p.cooperative_matrix)?;
+    t.set("int8_matrices", p.int8_matrices)?;
     t.set("registers", p.registers.map(|r| registers(lua, &r)).transpose()?)?;
     Ok(t)
 }

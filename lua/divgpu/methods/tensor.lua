@@ -93,19 +93,11 @@ function _M.coopmat_shared_bytes(t, planes)
     return math.max(staged, scratch, minima) + constants
 end
 
---- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its tensor cores.
+--- True when ctx's device multiplies int8 16 x 16 x 32 into int32 on its
+--- tensor cores (the device profile's int8_matrices: src/gpu/profile.rs).
 function _M.has_coopmat(ctx)
-    local info, p = ctx.info, device_profile.profile(ctx)
-    if not (p and p.int8 and p.cooperative_matrix and info.storage_buffer_8bit and p.subgroup_size == 32) then
-        return false
-    end
-    for _, c in ipairs(info.cooperative_matrix or {}) do
-        if c.m == 16 and c.n == 16 and c.k == 32 and c.a == "i8" and c.b == "i8" and c.c == "i32"
-           and c.result == "i32" and c.scope == "subgroup" then
-            return true
-        end
-    end
-    return false
+    local p = device_profile.profile(ctx)
+    return p and p.int8_matrices or false
 end
 
 --- Why the slice products cannot run on ctx's tensor cores (nil when they
