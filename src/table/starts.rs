@@ -250,15 +250,18 @@ pub fn sample(n: u64, k: u64, seed: u64) -> Result<Vec<u32>> {
 mod tests {
     use super::*;
 
-    fn file(text: &str) -> (tempfile::NamedTempFile, String) {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(f.path(), text).unwrap();
+    /// A test's failure is an error returned, not a panic.
+    type Checked<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+    fn file(text: &str) -> Checked<(tempfile::NamedTempFile, String)> {
+        let f = tempfile::NamedTempFile::new()?;
+        std::fs::write(f.path(), text)?;
         let p = f.path().display().to_string();
-        (f, p)
+        Ok((f, p))
     }
 
-    fn spec(s: &str) -> Spec {
-        parse(Some(s.as_bytes())).unwrap()
+    fn spec(s: &str) -> Checked<Spec> {
+        Ok(parse(Some(s.as_bytes()))?)
     }
 
     fn refusal(s: &str, n: u64) -> String {
@@ -269,33 +272,35 @@ mod tests {
     }
 
     #[test]
-    fn every_form_of_the_grammar() {
-        assert_eq!(parse(None).unwrap().starts(4).unwrap(), vec![0, 1, 2, 3]);
-        assert_eq!(spec(" 2 : 5 ").starts(8).unwrap(), vec![2, 3, 4]);
-        assert_eq!(spec("7,3,299").starts(300).unwrap(), vec![7, 3, 299]);
+    fn every_form_of_the_grammar() -> Checked {
+        assert_eq!(parse(None)?.starts(4)?, vec![0, 1, 2, 3]);
+        assert_eq!(spec(" 2 : 5 ")?.starts(8)?, vec![2, 3, 4]);
+        assert_eq!(spec("7,3,299")?.starts(300)?, vec![7, 3, 299]);
         // Repeats kept, in order (docs/cli.md#starts: "repeats allowed").
-        assert_eq!(spec("7,3,7,3").starts(8).unwrap(), vec![7, 3, 7, 3]);
+        assert_eq!(spec("7,3,7,3")?.starts(8)?, vec![7, 3, 7, 3]);
         // Blanks around an item, as around a range's bounds.
-        assert_eq!(spec(" 1 ,10, 3").starts(20).unwrap(), vec![1, 10, 3]);
-        assert_eq!(spec("sample:3:9").starts(10).unwrap(), sample(10, 3, 9).unwrap());
-        assert_eq!(spec("@some/file"), Spec::File(b"some/file".to_vec()));
-        let (_f, p) = file("5\n1\n5\n");
-        assert_eq!(spec(&format!("@{p}")).starts(8).unwrap(), vec![5, 1, 5]);
+        assert_eq!(spec(" 1 ,10, 3")?.starts(20)?, vec![1, 10, 3]);
+        assert_eq!(spec("sample:3:9")?.starts(10)?, sample(10, 3, 9)?);
+        assert_eq!(spec("@some/file")?, Spec::File(b"some/file".to_vec()));
+        let (_f, p) = file("5\n1\n5\n")?;
+        assert_eq!(spec(&format!("@{p}"))?.starts(8)?, vec![5, 1, 5]);
+        Ok(())
     }
 
     #[test]
-    fn the_count_without_the_table() {
-        assert_eq!(spec("3:43").count(), Some(40.0));
-        assert_eq!(spec("1,1,2").count(), Some(3.0));
-        assert_eq!(spec("sample:4:1").count(), Some(4.0));
-        assert_eq!(spec("@f").count(), None);
-        assert_eq!(parse(None).unwrap().count(), None);
+    fn the_count_without_the_table() -> Checked {
+        assert_eq!(spec("3:43")?.count(), Some(40.0));
+        assert_eq!(spec("1,1,2")?.count(), Some(3.0));
+        assert_eq!(spec("sample:4:1")?.count(), Some(4.0));
+        assert_eq!(spec("@f")?.count(), None);
+        assert_eq!(parse(None)?.count(), None);
         // Twin: an empty range counts nothing (its refusal waits for the table).
-        assert_eq!(spec("5:5").count(), Some(0.0));
+        assert_eq!(spec("5:5")?.count(), Some(0.0));
+        Ok(())
     }
 
     #[test]
-    fn twins_refused_with_the_command_lines_words() {
+    fn twins_refused_with_the_command_lines_words() -> Checked {
         assert_eq!(refusal("5:5", 10), "--starts '5:5' is empty: A must be less than B");
         assert_eq!(refusal("6:2", 10), "--starts '6:2' is empty: A must be less than B");
         assert_eq!(refusal("0:301", 300), "--starts '0:301' is out of range: the table has 300 items (0..299)");
@@ -315,41 +320,44 @@ mod tests {
         assert_eq!(refusal("sample:3:9007199254740992", 300), "--starts 'sample:3:9007199254740992': SEED is out of range: 0..9007199254740991");
         assert!(parse(Some(b"sample:3:9007199254740991")).is_ok());
         assert_eq!(refusal("sample:1001:1", 1000), "--starts sample:1001:1: K = 1001 is more than the table's 1000 items");
-        let (_f, p) = file("3\n\nx1\n");
+        let (_f, p) = file("3\n\nx1\n")?;
         assert_eq!(refusal(&format!("@{p}"), 8), format!("--starts: {p}: line 3: 'x1' is not an item index (a whole number 0..N-1)"));
         // The refusals are expected failures (nil, message in Lua), not misuse.
         assert!(matches!(parse(Some(b"1:x")), Err(Error::Refused(_))));
+        Ok(())
     }
 
     #[test]
-    fn a_file_of_indices() {
-        let (_f, p) = file("3\n\n 0 \r\n7");
-        assert_eq!(read_file(&p, 8).unwrap(), vec![3, 0, 7]);
+    fn a_file_of_indices() -> Checked {
+        let (_f, p) = file("3\n\n 0 \r\n7")?;
+        assert_eq!(read_file(&p, 8)?, vec![3, 0, 7]);
         // Twins: a bad line and an index out of range, named by line number.
-        let (_f, p) = file("3\n\nx1\n");
+        let (_f, p) = file("3\n\nx1\n")?;
         assert!(read_file(&p, 8).unwrap_err().to_string().ends_with("line 3: 'x1' is not an item index (a whole number 0..N-1)"));
-        let (_f, p) = file("3\n8\n");
+        let (_f, p) = file("3\n8\n")?;
         assert!(read_file(&p, 8).unwrap_err().to_string().ends_with("line 2: 8 is out of range: the table has 8 items (0..7)"));
-        let (_f, p) = file("-1\n");
+        let (_f, p) = file("-1\n")?;
         assert!(read_file(&p, 8).unwrap_err().to_string().contains("line 1: '-1' is not an item index"));
-        let (_f, p) = file("\n \n");
+        let (_f, p) = file("\n \n")?;
         assert!(read_file(&p, 8).unwrap_err().to_string().contains("holds no start"));
-        let (_f, p) = file("99999999999999999999999\n");
+        let (_f, p) = file("99999999999999999999999\n")?;
         assert!(read_file(&p, 8).unwrap_err().to_string().contains("line 1: 99999999999999999999999 is out of range"));
+        Ok(())
     }
 
     #[test]
-    fn a_sample_is_distinct_ascending_and_seeded() {
-        let s = sample(1000, 50, 7).unwrap();
+    fn a_sample_is_distinct_ascending_and_seeded() -> Checked {
+        let s = sample(1000, 50, 7)?;
         assert_eq!(s.len(), 50);
         assert!(s.windows(2).all(|w| w[0] < w[1]) && s[49] < 1000);
-        assert_eq!(s, sample(1000, 50, 7).unwrap());
-        assert_ne!(s, sample(1000, 50, 8).unwrap());
-        assert_eq!(sample(5, 5, 1).unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(s, sample(1000, 50, 7)?);
+        assert_ne!(s, sample(1000, 50, 8)?);
+        assert_eq!(sample(5, 5, 1)?, vec![0, 1, 2, 3, 4]);
         // Known answers of the algorithm as docs/cli.md#starts writes it in Python.
-        assert_eq!(sample(10, 3, 1).unwrap(), vec![0, 1, 7]);
-        assert_eq!(sample(1000, 5, 7).unwrap(), vec![210, 405, 674, 834, 903]);
-        assert_eq!(sample(1 << 32, 4, (1 << 53) - 1).unwrap(), vec![192833784, 415750028, 875825862, 1575109798]);
+        assert_eq!(sample(10, 3, 1)?, vec![0, 1, 7]);
+        assert_eq!(sample(1000, 5, 7)?, vec![210, 405, 674, 834, 903]);
+        assert_eq!(sample(1 << 32, 4, (1 << 53) - 1)?, vec![192833784, 415750028, 875825862, 1575109798]);
         assert!(sample(5, 6, 1).is_err() && sample(5, 0, 1).is_err());
+        Ok(())
     }
 }
