@@ -123,20 +123,9 @@ describe("rates: measured once per device and driver, cached, or a table", funct
         -- A context of its own (divgpu.device_profile keeps each context's rates).
         return require("divgpu.vk_compute").open{ device = os.getenv("DIVGPU_DEVICE") }
     end
-    local ffi = require "ffi"
-    pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
-    pcall(ffi.cdef, "int unsetenv(const char *name);")
-    -- Puts $XDG_CACHE_HOME back as it was: unset when it was (an empty value
-    -- would leave Mesa's shader cache of every later context without a folder).
-    local function restore_cache_home(saved)
-        if saved then ffi.C.setenv("XDG_CACHE_HOME", saved, 1) else ffi.C.unsetenv("XDG_CACHE_HOME") end
-    end
 
     it("measures on lavapipe and keeps the figures in the cache folder", function()
-        local dir = h.tmpdir()
-        local saved = os.getenv("XDG_CACHE_HOME")
-        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
-        local ok, err = pcall(function()
+        h.with_fresh_cache_home(function(dir)
             local r = rates.of(fresh_context())
             for _, k in ipairs{ "f32_chain", "f64_fma", "copy", "dispatch" } do assert(r[k] > 0, k) end
             assert.truthy(r.source:find("a measurement, kept in " .. dir, 1, true), r.source)
@@ -144,59 +133,45 @@ describe("rates: measured once per device and driver, cached, or a table", funct
             assert.truthy(again.source:find("the cache", 1, true), again.source)
             assert(math.abs(again.f32_chain / r.f32_chain - 1) < 1e-12, "the cache kept another rate")
         end)
-        restore_cache_home(saved)
-        os.execute("rm -rf '" .. dir .. "'")
-        assert(ok, err)
     end)
 
     it("a cache folder that cannot be written gives the table, saying so", function()
-        local dir = h.tmpdir()
-        local saved = os.getenv("XDG_CACHE_HOME")
-        local ffi = require "ffi"
-        local blocker = dir .. "/a-file"
-        local f = assert(io.open(blocker, "w"))
-        f:close()
-        ffi.C.setenv("XDG_CACHE_HOME", blocker, 1)  -- a folder under a regular file cannot be made, even by root
-        local ok, err = pcall(function()
-            local r = rates.of(fresh_context())
-            assert.truthy(r.source:find("the table of known devices", 1, true), r.source)
-            assert.truthy(r.source:find("cannot be written", 1, true), r.source)
-            assert.are.equal(rates.KNOWN.llvmpipe.f32_chain, r.f32_chain)
+        h.with_fresh_cache_home(function(dir)
+            local blocker = dir .. "/a-file"
+            local f = assert(io.open(blocker, "w"))
+            f:close()
+            -- A folder under a regular file cannot be made, even by root.
+            h.with_cache_home(blocker, function()
+                local r = rates.of(fresh_context())
+                assert.truthy(r.source:find("the table of known devices", 1, true), r.source)
+                assert.truthy(r.source:find("cannot be written", 1, true), r.source)
+                assert.are.equal(rates.KNOWN.llvmpipe.f32_chain, r.f32_chain)
+            end)
         end)
-        restore_cache_home(saved)
-        os.execute("rm -rf '" .. dir .. "'")
-        assert(ok, err)
     end)
 
+    -- The cache file of ctx's device under the cache home `dir`, its folder made.
+    local function cache_file(dir, ctx)
+        os.execute("mkdir -p '" .. dir .. "/divgpu/rates'")
+        return string.format("%s/divgpu/rates/%s-%s.json", dir, ctx.info.device_uuid, tostring(ctx.info.driver_version))
+    end
+
     it("twin: a cache entry that is not rates is measured again", function()
-        local dir = h.tmpdir()
-        local saved = os.getenv("XDG_CACHE_HOME")
-        local ffi = require "ffi"
-        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
-        local ok, err = pcall(function()
+        h.with_fresh_cache_home(function(dir)
             local ctx = fresh_context()
-            os.execute("mkdir -p '" .. dir .. "/divgpu/rates'")
-            local f = assert(io.open(string.format("%s/divgpu/rates/%s-%s.json", dir, ctx.info.device_uuid,
-                tostring(ctx.info.driver_version)), "w"))
+            local f = assert(io.open(cache_file(dir, ctx), "w"))
             f:write('{"f32_chain": -1}')
             f:close()
             local r = rates.of(ctx)
             assert.truthy(r.source:find("a measurement", 1, true), r.source)
             assert(r.f32_chain > 0)
         end)
-        restore_cache_home(saved)
-        os.execute("rm -rf '" .. dir .. "'")
-        assert(ok, err)
     end)
 
     it("twin: an older measurement's figures (no `measurement`, or another) are measured again; this one's are read", function()
-        local dir = h.tmpdir()
-        local saved = os.getenv("XDG_CACHE_HOME")
-        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
-        local ok, err = pcall(function()
+        h.with_fresh_cache_home(function(dir)
             local ctx = fresh_context()
-            local path = string.format("%s/divgpu/rates/%s-%s.json", dir, ctx.info.device_uuid, tostring(ctx.info.driver_version))
-            os.execute("mkdir -p '" .. dir .. "/divgpu/rates'")
+            local path = cache_file(dir, ctx)
             local figures = '"f32_chain": 7, "f64_fma": 7, "copy": 7, "dispatch": 7'
             for _, extra in ipairs{ "", ', "measurement": 1', ', "measurement": 2' } do
                 local f = assert(io.open(path, "w"))
@@ -212,8 +187,5 @@ describe("rates: measured once per device and driver, cached, or a table", funct
                 end
             end
         end)
-        restore_cache_home(saved)
-        os.execute("rm -rf '" .. dir .. "'")
-        assert(ok, err)
     end)
 end)

@@ -139,16 +139,9 @@ describe("divgpu.cpu's figures", function()
 end)
 
 describe("the CPU method's rates (divgpu.methods.cpu)", function()
-    local ffi = require "ffi"
-    pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
-    pcall(ffi.cdef, "int unsetenv(const char *name);")
-
     it("measured once and cached; an older measurement's file (no `measurement`, or another) is measured again", function()
         local cpu = require "divgpu.methods.cpu"
-        local dir = h.tmpdir()
-        local saved = os.getenv("XDG_CACHE_HOME")
-        ffi.C.setenv("XDG_CACHE_HOME", dir, 1)
-        local ok, err = pcall(function()
+        h.with_fresh_cache_home(function()
             local first = cpu.rates(cpu.host_context(2))
             local path = first.source:match("^a measurement, kept in (.+)$")
             assert(path, first.source)
@@ -166,8 +159,5 @@ describe("the CPU method's rates (divgpu.methods.cpu)", function()
                 end
             end
         end)
-        if saved then ffi.C.setenv("XDG_CACHE_HOME", saved, 1) else ffi.C.unsetenv("XDG_CACHE_HOME") end
-        os.execute("rm -rf '" .. dir .. "'")
-        assert(ok, err)
     end)
 end)

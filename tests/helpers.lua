@@ -63,6 +63,31 @@ function M.tmpdir()
     return dir
 end
 
+-- The process's environment, for $XDG_CACHE_HOME (the cache folders read it
+-- at each call: divgpu.rates, the CPU method's rates, Mesa's shader cache).
+local ffi = require "ffi"
+pcall(ffi.cdef, "int setenv(const char *name, const char *value, int overwrite);")
+pcall(ffi.cdef, "int unsetenv(const char *name);")
+
+--- Runs fn(home) with $XDG_CACHE_HOME set to `home`, then puts it back as it
+--- was, unset where it was (an empty value would leave Mesa's shader cache of
+--- every later context without a folder); fn's error is raised after.
+function M.with_cache_home(home, fn)
+    local saved = os.getenv("XDG_CACHE_HOME")
+    ffi.C.setenv("XDG_CACHE_HOME", home, 1)
+    local ok, err = pcall(fn, home)
+    if saved then ffi.C.setenv("XDG_CACHE_HOME", saved, 1) else ffi.C.unsetenv("XDG_CACHE_HOME") end
+    assert(ok, err)
+end
+
+--- Runs fn(dir) with $XDG_CACHE_HOME a new empty folder, removed after.
+function M.with_fresh_cache_home(fn)
+    local dir = M.tmpdir()
+    local ok, err = pcall(M.with_cache_home, dir, fn)
+    os.execute("rm -rf '" .. dir .. "'")
+    assert(ok, err)
+end
+
 function M.range(a, b)
     local list = {}
     for s = a, b - 1 do list[#list + 1] = s end
