@@ -60,13 +60,16 @@ case $job in
            span=(--starts 0:8 --length 20) ;;
     *) echo "no_gpu_pairs: unknown job '$job' (poems, fortunes, synth, tiny)" >&2; exit 2 ;;
 esac
+# The table's N and D (a sample's expansion and the ceilings' floors read them).
+read -r n dim < <("$py" -c 'import sys, json, numpy as np
+p = sys.argv[1]
+if p.endswith(".npy"): print(*np.load(p, mmap_mode="r").shape)
+else:
+    e = json.load(open(p))["embeddings"]; print(len(e), len(e[0]))' "$table")
 # The peers' span: a sample expanded to its list (ascending, as divgpu orders it).
 peer_span=("${span[@]}")
 if [[ ${span[1]:-} == sample:* ]]; then
     IFS=: read -r _ k seed <<<"${span[1]}"
-    n=$("$py" -c 'import sys, numpy as np
-p = sys.argv[1]
-print(np.load(p, mmap_mode="r").shape[0] if p.endswith(".npy") else len(__import__("json").load(open(p))["embeddings"]))' "$table")
     peer_span[1]=$("$py" - "$n" "$k" "$seed" <<'EOF'
 import sys
 M = 2**64
@@ -93,13 +96,7 @@ print(",".join(map(str, sample_starts(*map(int, sys.argv[1:])))))
 EOF
 )
 fi
-# The job's size, for the ceilings' floors: N and D from the table, the
-# sequences and the length from the span (every item in full where none is given).
-read -r n dim < <("$py" -c 'import sys, json, numpy as np
-p = sys.argv[1]
-if p.endswith(".npy"): print(*np.load(p, mmap_mode="r").shape)
-else:
-    e = json.load(open(p))["embeddings"]; print(len(e), len(e[0]))' "$table")
+# The job's sequences and length, from the span (every item in full where none is given).
 sequences=$n length=$n
 if [ ${#peer_span[@]} -gt 0 ]; then
     starts=${peer_span[1]} length=${peer_span[3]}
