@@ -52,8 +52,8 @@ _M.GRAM_BYTES_PER_CANDIDATE_STEP = 40
 -- machine (Xeon, lavapipe 15, 2026-12-05, the poems, load about 1) against
 -- the rates rates.comp measured there (measurement 2: chain 2.67e9 fmas/s,
 -- f64 3.34e10, copy 5.70e9 bytes/s): G's build 1.6-2.2 s for N = 2,103
--- (0.0134 of the f64 rate at 1.9 s; 2.42-2.84 s under a load of 3 the day
--- before); the gemm shape 2.55-3.25 s of GPU time for 8 x 39
+-- (0.0134 of the f64 rate at 1.9 s; 2.42-2.84 s under a load of 3 earlier
+-- that day); the gemm shape 2.55-3.25 s of GPU time for 8 x 39
 -- sequence-steps in tiles of 16 sequences (0.061 of the chain rate for the
 -- 16 rows paid, at 3.11 s), baseline 1.37-1.54 s (0.061 at 1.54 s). The
 -- build's and the direct shapes' figures are set about 1.3x slower than the

@@ -40,8 +40,8 @@ fn fastest(mut timing: impl FnMut() -> Result<f64>) -> Result<f64> {
     Ok(best)
 }
 
-/// The three rates on this machine, on an `n x dim` table (about half a
-/// second at 2,048 x 384 on 2 cores). Each timing is the fastest of three,
+/// The three rates on this machine, on an `n x dim` table (0.22-0.25 s of
+/// a process's wall at 2,048 x 384 on 2 cores, LuaJIT's start included). Each timing is the fastest of three,
 /// and each batch holds enough sequences (16 a worker) to keep every worker
 /// busy for milliseconds: with 2 a worker and one timing each, the step and
 /// direct rates varied 1.7-1.9x between processes on the 2-core development

@@ -104,8 +104,8 @@ _M.WALL_OVER_KERNELS = 1.5
 _M.RUN_SECONDS = 0.02
 
 --- This machine's rates (seconds per unit of work: G's build per N^2 D,
---- a Gram step per N, a direct step per N D): cached, else measured (about
---- half a second) and cached. r.source says which.
+--- a Gram step per N, a direct step per N D): cached, else measured (0.2 s
+--- on 2 cores) and cached. r.source says which.
 function _M.rates(ctx)
     if ctx.rates then return ctx.rates end
     local path, folder = rates_path(ctx)
