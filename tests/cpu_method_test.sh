@@ -37,6 +37,9 @@ DIVGPU_DEVICE=0 $divgpu run --embeddings "$t" --starts 0:4 --length 10 --out "$t
 check "twin: DIVGPU_DEVICE=0 keeps auto on the Vulkan device" bash -c "grep -q '^divgpu: method ' '$tmp/named.err' && ! grep -q 'method cpu' '$tmp/named.err'"
 $divgpu run --device 0 --embeddings "$t" --starts 0:4 --length 10 --out "$tmp/zero.json" 2>"$tmp/zero.err" >/dev/null
 check "twin: --device 0 keeps auto on the Vulkan device" bash -c "grep -q '^divgpu: method ' '$tmp/zero.err' && ! grep -q 'method cpu' '$tmp/zero.err'"
+# A Vulkan kernel's option (the CPU method would ignore it) keeps auto on the device too.
+$divgpu run --workgroup-size 64 --embeddings "$t" --starts 0:64 --length 200 --out "$tmp/wg.json" 2>"$tmp/wg.err" >/dev/null
+check "twin: --workgroup-size keeps auto on the Vulkan device" bash -c "grep -q '^divgpu: method ' '$tmp/wg.err' && ! grep -q 'method cpu' '$tmp/wg.err'"
 python3 - "$tmp/auto.json" "$tmp/bad.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))

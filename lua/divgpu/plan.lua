@@ -217,12 +217,20 @@ end
 --- job by cost, the host's own method (cpu, in the registry) is weighed
 --- too: the same cores without Vulkan between them. Returns the host's
 --- context when it is the cheaper, with why.
+-- What the run may ask that only a Vulkan method's kernel takes: given,
+-- the host is not offered (the CPU method would ignore it).
+local VULKAN_ONLY = { "spirv", "shader_name", "workgroup_size", "layout", "tile_size", "l2_bytes", "measure_l2" }
+
 local function host_instead(contexts, e, asked, p)
     local cpu = methods.find("cpu")
     if not (asked.host and cpu) or (asked.method or "auto") ~= "auto" or not (p.estimates and asked.length) then
         return nil
     end
-    if asked.spirv or asked.shader_name or not methods.request(asked.shape, asked.precision).plain then return nil end
+    if not methods.request(asked.shape, asked.precision).plain then return nil end
+    -- A Vulkan kernel's own options keep the job on the device that runs it.
+    for _, k in ipairs(VULKAN_ONLY) do
+        if asked[k] then return nil end
+    end
     for _, c in ipairs(contexts) do
         if methods.device_kind(c) ~= "vulkan" or c.info.type ~= "cpu" then return nil end
     end

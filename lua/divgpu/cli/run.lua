@@ -74,7 +74,8 @@ function _M.asked(a, r, sequences)
     return { method = a.method, shape = r.shape, precision = r.precision, length = r.length, sequences = sequences,
              memory_budget = a.memory_budget and positive_integer(a.memory_budget, "--memory-budget") * 1048576,
              layout = a.layout, tile_size = tile ~= "auto" and positive_integer(tile, "--tile-size") or nil,
-             l2_bytes = a.l2_bytes and positive_integer(a.l2_bytes, "--l2-bytes"), measure_l2 = a.measure_l2 }
+             l2_bytes = a.l2_bytes and positive_integer(a.l2_bytes, "--l2-bytes"), measure_l2 = a.measure_l2,
+             workgroup_size = a.workgroup_size and positive_integer(a.workgroup_size, "--workgroup-size") }
 end
 
 --- The run's plan on its devices: made once (divgpu.plan); what cannot run
@@ -134,8 +135,6 @@ function _M.check_workgroup(a, contexts, method)
     if not a.workgroup_size or method == "cpu" then return end
     local wg = positive_integer(a.workgroup_size, "--workgroup-size")
     for _, ctx in ipairs(contexts) do
-        -- The host's cores (a table, not a Vulkan context) run no workgroups.
-        if type(ctx) ~= "userdata" then goto next_device end
         local info = need(device_profile.profile(ctx))
         local most = math.min(info.max_workgroup_size, info.max_workgroup_invocations)
         if most and wg > most then
@@ -151,7 +150,6 @@ function _M.check_workgroup(a, contexts, method)
                 .. "subgroup is left out of gl_NumSubgroups on lavapipe", wg, method, info.name, sub, sub,
                 below, below + sub))
         end
-        ::next_device::
     end
 end
 
